@@ -1,0 +1,28 @@
+"""twill: proven-optimal software pipelining and warp specialization for tensor-core GPU loops.
+
+The pipeline is a chain of functions over values:
+``load_program`` / ``read_ddg`` -> ``LoopBody`` -> ``build_problem`` -> ``Problem`` ->
+``solve`` -> ``Schedule`` -> ``validate`` / ``simulate`` / ``render_gantt``.
+"""
+
+from . import ops
+from .arch import Arch, Cost, Fact, Unit
+from .errors import (
+    ArchError,
+    GraphError,
+    InfeasibleError,
+    PluginError,
+    ProblemError,
+    ProgramError,
+    ScheduleError,
+    SimulationError,
+    TwillError,
+)
+from .ir import Carrier, Edge, Issuer, LoopBody, LoopBuilder, Op, Use
+
+__all__ = [
+    "Arch", "Cost", "Fact", "Unit", "Carrier", "Edge", "Issuer", "LoopBody", "LoopBuilder", "Op", "Use", "ops",
+    "TwillError", "GraphError", "ArchError", "PluginError", "ProgramError", "ProblemError", "InfeasibleError",
+    "ScheduleError", "SimulationError",
+]
+__version__ = "0.1.0"

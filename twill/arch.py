@@ -1,0 +1,221 @@
+"""Architecture models: functional units, limits and a cost model, every number with its source.
+
+An ``Arch`` is data loaded from a TOML file (``archs/*.toml`` or a plugin). Code never branches on
+an architecture's name: it asks for a fact (``arch.limit("tmem_cols")``, ``arch.cost.mma(...)``).
+Every number is a ``Fact(value, source)`` so ``twill archs`` can say where it came from; an
+optimal solver exploits every modelling error, so an unsourced number is refused at load time.
+See docs/arch-format.md for the file format.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+
+from .errors import ArchError
+
+__all__ = ["Fact", "Unit", "Arch", "CostModel", "Cost"]
+
+
+@dataclass(frozen=True, slots=True)
+class Fact:
+    """A number or word about the hardware and where it comes from."""
+
+    value: float | int | str | bool
+    source: str
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.source, str) or not self.source.strip():
+            raise ArchError(f"fact {self.value!r}: it has no source; every arch number needs one")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Unit:
+    """A functional unit of one SM at tile granularity (capacity = instances usable at once)."""
+
+    name: str
+    capacity: Fact
+    description: str = ""
+    is_async: bool = False  # ops on this unit complete later and signal a barrier (TMA, tensor core)
+    aliases: tuple[str, ...] = ()  # pipeline names used by imported graphs (e.g. "TC", "SFU")
+
+    @property
+    def cap(self) -> int:
+        return int(self.capacity.value)
+
+
+@dataclass(frozen=True, slots=True)
+class Cost:
+    """What a tile-level op costs: ``busy`` cycles on its unit and result ``latency`` after issue."""
+
+    busy: int
+    latency: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Arch:
+    """One GPU model: units, limits, per-SM rates, latencies and synchronisation costs."""
+
+    name: str
+    description: str
+    units: tuple[Unit, ...]
+    limits: Mapping[str, Fact]
+    rates: Mapping[str, Fact]
+    latencies: Mapping[str, Fact]
+    sync: Mapping[str, Fact]
+    chip: Mapping[str, Fact]
+    features: Mapping[str, Fact] = field(default_factory=dict)
+    path: Path | None = None
+    origin: str = "builtin"
+
+    def __post_init__(self) -> None:
+        for name in ("limits", "rates", "latencies", "sync", "chip", "features"):
+            object.__setattr__(self, name, MappingProxyType(dict(getattr(self, name))))
+
+    # -- lookups ---------------------------------------------------------------------------
+    def unit(self, name: str) -> Unit:
+        for u in self.units:
+            if u.name == name:
+                return u
+        raise ArchError(f"arch {self.name!r}: no unit {name!r} (units: {', '.join(self.unit_names())})")
+
+    def has_unit(self, name: str) -> bool:
+        return any(u.name == name for u in self.units)
+
+    def unit_names(self) -> tuple[str, ...]:
+        return tuple(u.name for u in self.units)
+
+    def unit_for_pipeline(self, pipeline: str) -> Unit | None:
+        """The unit an imported graph's pipeline name maps to (by alias or by name)."""
+        for u in self.units:
+            if pipeline in u.aliases or pipeline.lower() == u.name:
+                return u
+        return None
+
+    def _fact(self, table: Mapping[str, Fact], section: str, key: str) -> Fact:
+        try:
+            return table[key]
+        except KeyError:
+            raise ArchError(f"arch {self.name!r}: [{section}] has no {key!r}") from None
+
+    def limit(self, key: str) -> int:
+        return int(self._fact(self.limits, "limits", key).value)
+
+    def rate(self, key: str) -> float:
+        return float(self._fact(self.rates, "rates", key).value)
+
+    def latency(self, key: str) -> int:
+        return int(self._fact(self.latencies, "latencies", key).value)
+
+    def sync_cost(self, key: str) -> float:
+        return float(self._fact(self.sync, "sync", key).value)
+
+    def feature(self, key: str) -> str:
+        return str(self._fact(self.features, "features", key).value)
+
+    def has_feature(self, key: str) -> bool:
+        return key in self.features
+
+    @property
+    def cost(self) -> CostModel:
+        return CostModel(self)
+
+    def register_budgets(self) -> tuple[int, ...]:
+        """Legal per-thread register budgets of a warp group (Hopper setmaxnreg: 24..256 by 8),
+        capped by the per-thread maximum the ISA can address."""
+        lo, hi, step = self.limit("reg_alloc_min"), self.limit("reg_alloc_max"), self.limit("reg_alloc_step")
+        cap = self.limit("regs_per_thread_max")
+        return tuple(r for r in range(lo, hi + 1, step) if r <= cap)
+
+    def warp_group_sizes(self) -> tuple[int, ...]:
+        raw = self._fact(self.limits, "limits", "warp_group_sizes").value
+        return tuple(int(x) for x in str(raw).split(","))
+
+    def all_facts(self) -> dict[str, Fact]:
+        """Every fact keyed ``section.key`` (for listings and docs)."""
+        out: dict[str, Fact] = {}
+        for section in ("chip", "limits", "rates", "latencies", "sync", "features"):
+            for key, fact in getattr(self, section).items():
+                out[f"{section}.{key}"] = fact
+        for u in self.units:
+            out[f"units.{u.name}.capacity"] = u.capacity
+        return out
+
+
+def _cycles(x: float) -> int:
+    return max(1, math.ceil(x - 1e-9))
+
+
+@dataclass(frozen=True, slots=True)
+class CostModel:
+    """Cycle costs of tile-level work on one SM, derived from the arch's per-SM rates.
+
+    Work is spread over the whole SM (all four sub-partitions), so busy cycles are total work
+    divided by the per-SM rate; latencies add the unit's pipeline latency on top.
+    """
+
+    arch: Arch
+
+    def mma(self, m: int, n: int, k: int, dtype: str = "fp16") -> Cost:
+        """Tensor-core GEMM of (m x k) @ (k x n): 2mnk FLOPs at the dtype's FLOP/clk/SM.
+
+        Tiles shorter than the MMA's full-rate M run at the rate of a full-M tile (B200's
+        tcgen05 with M = 64 reaches half its datapath), so m is rounded up to that M.
+        """
+        flops = 2 * max(m, int(self.arch.rate("mma_full_rate_min_m"))) * n * k
+        busy = _cycles(flops / self.arch.rate(f"tensor_flops_per_clk_{dtype}"))
+        return Cost(busy, busy + self.arch.latency("mma"))
+
+    def exp(self, n: int) -> Cost:
+        """``n`` exponentials (ex2) on the MUFU."""
+        busy = _cycles(n / self.arch.rate("mufu_ops_per_clk"))
+        return Cost(busy, busy + self.arch.latency("mufu"))
+
+    def fp32(self, n: int) -> Cost:
+        """``n`` FP32 FMA/FADD/FMUL results on the FP32 pipes."""
+        busy = _cycles(n / self.arch.rate("fp32_ops_per_clk"))
+        return Cost(busy, busy + self.arch.latency("fp32"))
+
+    def alu(self, n: int) -> Cost:
+        """``n`` min/max/compare results on the integer/ALU pipe (row max)."""
+        busy = _cycles(n / self.arch.rate("alu_ops_per_clk"))
+        return Cost(busy, busy + self.arch.latency("fp32"))
+
+    def convert(self, n: int) -> Cost:
+        """``n`` FP32->FP16/BF16 pack instructions (two elements each)."""
+        busy = _cycles(n / self.arch.rate("convert_ops_per_clk"))
+        return Cost(busy, busy + self.arch.latency("fp32"))
+
+    def tma(self, nbytes: int) -> Cost:
+        """A TMA tile copy global->shared of ``nbytes``: busy at the per-SM L2->SMEM rate."""
+        busy = _cycles(nbytes / self.arch.rate("tma_bytes_per_clk"))
+        return Cost(busy, busy + self.arch.latency("tma"))
+
+    def tmem_load(self, nbytes: int) -> Cost:
+        busy = _cycles(nbytes / self.arch.rate("tmem_load_bytes_per_clk"))
+        return Cost(busy, busy + self.arch.latency("tmem_load"))
+
+    def tmem_store(self, nbytes: int) -> Cost:
+        busy = _cycles(nbytes / self.arch.rate("tmem_store_bytes_per_clk"))
+        return Cost(busy, busy + self.arch.latency("tmem_store"))
+
+    def handoff(self, nbytes: int) -> int:
+        """Register -> SMEM -> register hand-off between warp groups, plus the mbarrier handshake."""
+        a = self.arch
+        return _cycles(
+            a.sync_cost("handoff_fixed") + a.sync_cost("handoff_per_kib") * nbytes / 1024 + a.sync_cost("mbarrier")
+        )
+
+    def signal(self) -> int:
+        """An mbarrier arrive -> wait between groups when no register data moves."""
+        return _cycles(self.arch.sync_cost("mbarrier"))
+
+    def named_barrier(self) -> int:
+        return _cycles(self.arch.sync_cost("named_barrier"))
+
+    def wait(self) -> int:
+        """Issue cost of a blocking wait that finds its barrier already complete."""
+        return _cycles(self.arch.sync_cost("wait_issue"))

@@ -1,0 +1,93 @@
+"""Tile-level op constructors that programs use: each asks the arch's cost model for its cycles.
+
+These are the building blocks of ``programs/*.py``: a TMA load, a tensor-core MMA, exp on the
+MUFU, FP32 and ALU work, TMEM loads and stores. They return ``Op`` values whose reservation
+tables, latencies and footprints come from the arch, so one program runs on every arch.
+"""
+
+from __future__ import annotations
+
+from .arch import Arch
+from .ir import Issuer, Op, Use
+
+__all__ = ["DTYPE_BYTES", "tma_load", "tma_store", "mma", "exp", "fp32", "alu", "convert", "tmem_load",
+           "tmem_store", "softmax_exp"]
+
+DTYPE_BYTES = {"fp16": 2, "bf16": 2, "fp8": 1, "fp32": 4}
+
+
+def tma_load(arch: Arch, name: str, nbytes: int, kind: str = "load") -> Op:
+    """A TMA tile copy global -> shared: variable latency, streaming, issued by one thread."""
+    c = arch.cost.tma(nbytes)
+    return Op(name=name, kind=kind, uses=(Use(unit="tma", length=c.busy),), latency=c.latency, is_async=True,
+              issuer=Issuer.THREAD, smem_bytes=nbytes, variable_latency=True, streaming=True)
+
+
+def tma_store(arch: Arch, name: str, nbytes: int, kind: str = "store") -> Op:
+    """A TMA store or reduce-add shared -> global (variable latency, but fed by the loop)."""
+    c = arch.cost.tma(nbytes)
+    return Op(name=name, kind=kind, uses=(Use(unit="tma", length=c.busy),), latency=c.latency, is_async=True,
+              issuer=Issuer.THREAD, smem_bytes=nbytes, variable_latency=True)
+
+
+def mma(arch: Arch, name: str, m: int, n: int, k: int, dtype: str, kind: str = "mma") -> Op:
+    """A tensor-core GEMM (m x k) @ (k x n) with an FP32 accumulator.
+
+    The accumulator lives where the arch keeps it (``features.accumulator``): m*n registers
+    (Hopper wgmma) or n TMEM columns (Blackwell tcgen05, 128 lanes). Issue slots: one
+    instruction per 16-deep K step (32 for fp8) per 64 rows of M.
+    """
+    c = arch.cost.mma(m, n, k, dtype)
+    k_step = 32 if DTYPE_BYTES[dtype] == 1 else 16
+    in_tmem = arch.feature("accumulator") == "tmem"
+    issuer = Issuer.WARPGROUP if arch.feature("mma_issuer") == "warpgroup" else Issuer.THREAD
+    return Op(name=name, kind=kind, uses=(Use(unit="tc", length=c.busy),), latency=c.latency, is_async=True,
+              issue_cycles=max(1, (k // k_step) * max(1, m // 64)), issuer=issuer,
+              regs=0 if in_tmem else m * n, tmem_cols=n * max(1, m // 128) if in_tmem else 0)
+
+
+def _sync(arch: Arch, name: str, unit: str, busy: int, latency: int, regs: int, kind: str) -> Op:
+    return Op(name=name, kind=kind, uses=(Use(unit=unit, length=busy),), latency=latency,
+              issuer=Issuer.WARPGROUP, regs=regs)
+
+
+def exp(arch: Arch, name: str, n: int, regs: int, kind: str = "exp") -> Op:
+    c = arch.cost.exp(n)
+    return _sync(arch, name, "mufu", c.busy, c.latency, regs, kind)
+
+
+def fp32(arch: Arch, name: str, n: int, regs: int, kind: str = "fp32") -> Op:
+    c = arch.cost.fp32(n)
+    return _sync(arch, name, "fp32", c.busy, c.latency, regs, kind)
+
+
+def alu(arch: Arch, name: str, n: int, regs: int, kind: str = "reduce") -> Op:
+    c = arch.cost.alu(n)
+    return _sync(arch, name, "alu", c.busy, c.latency, regs, kind)
+
+
+def convert(arch: Arch, name: str, elements: int, regs: int, kind: str = "convert") -> Op:
+    """FP32 -> FP16/BF16 packing: one instruction converts two elements."""
+    c = arch.cost.convert(max(1, elements // 2))
+    return _sync(arch, name, "alu", c.busy, c.latency, regs, kind)
+
+
+def softmax_exp(arch: Arch, name: str, n: int, regs: int, kind: str = "exp") -> Op:
+    """P = exp2(S * scale - m): one FFMA and one MUFU.EX2 per element, interleaved, so the op
+    holds the FP32 pipes and the MUFU at once (a reservation table on two units)."""
+    e, f = arch.cost.exp(n), arch.cost.fp32(n)
+    return Op(name=name, kind=kind, uses=(Use(unit="mufu", length=e.busy), Use(unit="fp32", length=f.busy)),
+              latency=max(e.latency, f.latency), issuer=Issuer.WARPGROUP, regs=regs)
+
+
+def tmem_load(arch: Arch, name: str, nbytes: int, regs: int, kind: str = "tmem_load") -> Op:
+    """tcgen05.ld + wait::ld: TMEM -> registers; a full 128-lane tile needs a warpgroup."""
+    c = arch.cost.tmem_load(nbytes)
+    return _sync(arch, name, "tmem", c.busy, c.latency, regs, kind)
+
+
+def tmem_store(arch: Arch, name: str, nbytes: int, tmem_cols: int = 0, kind: str = "tmem_store") -> Op:
+    """tcgen05.st: registers -> TMEM."""
+    c = arch.cost.tmem_store(nbytes)
+    return Op(name=name, kind=kind, uses=(Use(unit="tmem", length=c.busy),), latency=c.latency,
+              issuer=Issuer.WARPGROUP, tmem_cols=tmem_cols)

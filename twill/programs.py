@@ -1,0 +1,134 @@
+"""Find and build loop-body programs: built-in names, ``.py`` files, or imported graph files.
+
+A program is a Python module with ``DESCRIPTION`` (one line), ``PARAMETERS`` (name -> default)
+and ``build(arch, **params) -> LoopBody``; it asks the arch for every cost, so one program runs
+on every arch. Built-ins live in the repository's ``programs/`` folder (packed into the wheel as
+``twill/_data/programs``). A ``.json`` path is read as a curated-ddg graph.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from .arch import Arch
+from .ddg_import import read_ddg
+from .errors import GraphError, ProgramError, TwillError
+from .ir import LoopBody
+
+__all__ = ["ProgramInfo", "programs_dir", "list_programs", "load_program", "parse_params"]
+
+
+@dataclass(frozen=True, slots=True)
+class ProgramInfo:
+    name: str
+    description: str
+    parameters: dict[str, Any]
+    path: Path
+
+
+def programs_dir() -> Path:
+    here = Path(__file__).resolve().parent
+    for candidate in (here.parent / "programs", here / "_data" / "programs"):
+        if candidate.is_dir():
+            return candidate
+    raise ProgramError("the built-in programs/ folder is missing from this installation")
+
+
+def _load_module(path: Path) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(f"twill_program_{path.stem}", path)
+    if spec is None or spec.loader is None:
+        raise ProgramError(f"{path}: cannot load as a Python module")
+    module = importlib.util.module_from_spec(spec)
+    try:
+        spec.loader.exec_module(module)
+    except TwillError:
+        raise
+    except Exception as err:
+        raise ProgramError(f"{path}: failed to import ({type(err).__name__}: {err})") from err
+    if not callable(getattr(module, "build", None)):
+        raise ProgramError(f"{path}: defines no build(arch, **params) function")
+    return module
+
+
+def _info(path: Path) -> ProgramInfo:
+    module = _load_module(path)
+    return ProgramInfo(path.stem, str(getattr(module, "DESCRIPTION", "")).strip(),
+                       dict(getattr(module, "PARAMETERS", {})), path)
+
+
+def list_programs() -> list[ProgramInfo]:
+    return [_info(p) for p in sorted(programs_dir().glob("*.py")) if not p.name.startswith("_")]
+
+
+def parse_params(pairs: list[str], defaults: dict[str, Any]) -> dict[str, Any]:
+    """Turn ``["subtiles=2", "dtype=bf16"]`` into typed values, typed like the defaults."""
+    out: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, raw = pair.partition("=")
+        if not sep:
+            raise ProgramError(f"parameter {pair!r}: expected NAME=VALUE")
+        if key not in defaults:
+            raise ProgramError(f"parameter {key!r}: unknown; this program takes {', '.join(sorted(defaults)) or 'none'}")
+        kind = type(defaults[key])
+        try:
+            out[key] = (raw.lower() in ("1", "true", "yes")) if kind is bool else kind(raw)
+        except ValueError:
+            raise ProgramError(f"parameter {key!r}: {raw!r} is not a valid {kind.__name__}") from None
+    return out
+
+
+def _resolve(spec: str) -> Path:
+    path = Path(spec)
+    if path.suffix == ".py" and path.is_file():
+        return path
+    if path.suffix or "/" in spec:
+        raise ProgramError(f"program {spec!r}: no such file")
+    builtin = programs_dir() / f"{spec}.py"
+    if not builtin.is_file():
+        names = ", ".join(p.name for p in list_programs())
+        raise ProgramError(f"unknown program {spec!r}; built-in programs: {names} (or a .py or .json file)")
+    return builtin
+
+
+def load_program(spec: str, arch: Arch, params: dict[str, Any] | None = None, loop: int = 0) -> LoopBody:
+    """Build the loop body named by ``spec`` for ``arch``.
+
+    Examples
+    --------
+    >>> from twill.registry import get_arch
+    >>> body = load_program("toy", get_arch("h100"))
+    >>> [op.name for op in body.ops]
+    ['S', 'P', 'O']
+    """
+    params = dict(params or {})
+    if spec.endswith(".json"):
+        if params:
+            raise ProgramError(f"program {spec!r}: a graph file takes no parameters")
+        if not Path(spec).is_file():
+            raise GraphError(f"{spec}: no such graph file")
+        return read_ddg(spec, arch, loop=loop)
+    path = _resolve(spec)
+    module = _load_module(path)
+    defaults = dict(getattr(module, "PARAMETERS", {}))
+    unknown = set(params) - set(defaults)
+    if unknown:
+        raise ProgramError(f"program {path.stem!r}: unknown parameters {sorted(unknown)}; it takes {sorted(defaults)}")
+    merged = {**defaults, **params}
+    try:
+        body = module.build(arch, **merged)
+    except TwillError:
+        raise
+    except Exception as err:
+        raise ProgramError(f"program {path.stem!r}: build failed ({type(err).__name__}: {err})") from err
+    if not isinstance(body, LoopBody):
+        raise ProgramError(f"program {path.stem!r}: build() returned {type(body).__name__}, not a LoopBody")
+    return body
+
+
+def describe_parameters(info: ProgramInfo) -> str:
+    return ", ".join(f"{k}={v}" for k, v in info.parameters.items())
+

@@ -1,0 +1,488 @@
+"""The CP-SAT model of joint software pipelining and warp specialization (docs/design.md §2).
+
+``ScheduleModel`` holds the variables (start, stage and offset of every op; group membership,
+warps and register budget of every warp group; lifetimes of every stored value) for one window
+[ii_lo, ii_hi] of the initiation interval, and ``FAMILIES`` adds the constraints, one function
+per hardware fact. II is a variable of the model, so one solve covers every II of its window and
+CP-SAT's objective bound proves the smallest one. Modulo time is handled without a time grid:
+an interval at offset p in [0, II) is placed twice, at p and at p - II, and a plain cumulative
+(or no-overlap) over both copies equals the circular one on [0, II) (design.md §2.3).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from ortools.sat.python import cp_model
+
+from ..ir import Carrier, Edge, Op
+from ..problem import Problem
+
+__all__ = ["SolveOptions", "ScheduleModel", "FAMILIES", "JOINT_FAMILIES"]
+
+LinearExpr = cp_model.LinearExprT
+OBJECTIVES = ("ii", "groups", "handoffs", "regs", "length")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SolveOptions:
+    """What to optimise and which constraint families to apply."""
+
+    objective: tuple[str, ...] = OBJECTIVES
+    swp_only: bool = False  # pure modulo scheduling: no groups, registers, hand-offs or memory
+    time_limit: float = 120.0  # seconds for the whole solve
+    phase_limit: float = 10.0  # seconds for each secondary objective (its proof may stop early)
+    workers: int = 0  # CP-SAT search workers; 0 = one per core
+    max_groups: int = 8
+    max_warps: int | None = None  # ablation: fewer warps than the CTA allows
+    no_handoff: bool = False  # ablation: no register value may cross warp groups
+    isolate_variable_latency: bool = True
+    progress: Callable[[str], None] | None = field(default=None, compare=False)
+
+    def __post_init__(self) -> None:
+        from ..errors import TwillError
+
+        unknown = [o for o in self.objective if o not in OBJECTIVES]
+        if unknown or not self.objective or self.objective[0] != "ii" or len(set(self.objective)) != len(self.objective):
+            raise TwillError(
+                f"objective {','.join(self.objective)!r}: must start with 'ii' and then name, once each, any of "
+                f"{', '.join(OBJECTIVES[1:])}"
+            )
+        if self.max_groups < 1:
+            raise TwillError(f"max_groups {self.max_groups}: must be at least 1")
+
+
+def _upper(var: cp_model.IntVar) -> int:
+    """A variable's largest value (the proto wrapper does not index from the end)."""
+    return list(var.proto.domain)[-1]
+
+
+def _read_time(edge: Edge, dst: Op) -> int:
+    """How long after the consumer issues the value's storage must stay intact.
+
+    An in-place consumer (an accumulator chain) takes the storage over when it starts. An
+    asynchronous consumer (wgmma, tcgen05, TMA) reads its operands until it completes. A
+    synchronous consumer reads registers in place as it overwrites them, and reads shared or
+    tensor memory for its whole busy span.
+    """
+    if edge.in_place:
+        return 0
+    if dst.is_async:
+        return dst.latency
+    return 0 if edge.carrier is Carrier.REGISTERS else dst.busy_cycles
+
+
+class ScheduleModel:
+    """Variables of one window of II, and the queries constraint families need."""
+
+    def __init__(self, problem: Problem, options: SolveOptions, ii_lo: int, ii_hi: int) -> None:
+        self.p, self.o = problem, options
+        self.m = cp_model.CpModel()
+        self.ii_lo, self.ii_hi = ii_lo, ii_hi
+        self.ii = self.m.new_int_var(ii_lo, ii_hi, "ii")
+        self.joint = not options.swp_only
+        self.max_stage = self._stage_bound()
+        horizon = (self.max_stage + 1) * ii_hi
+        self.start: dict[str, cp_model.IntVar] = {}
+        self.stage: dict[str, cp_model.IntVar] = {}
+        self.offset: dict[str, cp_model.IntVar] = {}
+        for op in problem.ops:
+            s = self.start[op.name] = self.m.new_int_var(0, horizon, f"start[{op.name}]")
+            k = self.stage[op.name] = self.m.new_int_var(0, self.max_stage, f"stage[{op.name}]")
+            f = self.offset[op.name] = self.m.new_int_var(0, ii_hi - 1, f"offset[{op.name}]")
+            self.m.add(f <= self.ii - 1)
+            base = self.m.new_int_var(0, horizon, f"stage_start[{op.name}]")
+            self.m.add_multiplication_equality(base, [k, self.ii])
+            self.m.add(s == base + f)
+        self.length = self.m.new_int_var(0, horizon + max(self._span(op) for op in problem.ops), "length")
+        for op in problem.ops:
+            self.m.add(self.length >= self.start[op.name] + self._span(op))
+        self.groups = range(min(options.max_groups, len(problem.ops))) if self.joint else range(1)
+        self.in_group: dict[tuple[str, int], cp_model.IntVar] = {}
+        self.group_of: dict[str, cp_model.IntVar] = {}
+        self.used: list[cp_model.IntVar] = []
+        self.warps: list[cp_model.IntVar] = []
+        self.regs: list[cp_model.IntVar] = []
+        self.reg_words: list[cp_model.IntVar] = []  # warps x regs per thread of each group
+        self.same: dict[int, cp_model.IntVar] = {}  # per edge index: both ends in one group
+        self.lifetime: dict[str, tuple[cp_model.IntVar, cp_model.IntVar]] = {}  # full copies, remainder
+        self.handoff_terms: list[LinearExpr] = []  # SMEM bytes staged by cross-group hand-offs
+        self.objective_terms: dict[str, LinearExpr] = {"ii": self.ii, "length": self.length}
+        self._live: dict[tuple[str, str], LinearExpr] = {}
+        self._same_pair: dict[tuple[str, str], cp_model.IntVar] = {}
+
+    # -- facts derived from the problem ------------------------------------------------------
+    def _span(self, op: Op) -> int:
+        return max(op.latency, self.p.hold(op.name), op.busy_cycles)
+
+    def _stage_bound(self) -> int:
+        """Stages any optimal schedule needs at most (design.md §2.2): with offsets fixed, the
+        least stage assignment of the difference constraints spans at most (|V|-1) * M stages."""
+        worst_cost = max((self.p.cross_group_cost(e) for e in self.p.edges), default=0) if self.joint else 0
+        m = max(
+            [math.ceil((e.latency + worst_cost) / self.ii_lo) + 1 + e.distance for e in self.p.edges]
+            + [math.ceil(self._span(op) / self.ii_lo) + 1 for op in self.p.ops]
+        )
+        return max(1, (len(self.p.ops) - 1) * m)
+
+    def lifetime_of(self, op: Op) -> tuple[cp_model.IntVar, cp_model.IntVar]:
+        """(full copies, remainder) of the storage of ``op``'s result: it is held from the op's
+        issue until its last reader is done, ``full * II + remainder`` cycles."""
+        if op.name in self.lifetime:
+            return self.lifetime[op.name]
+        m, start = self.m, self.start[op.name]
+        ends = [self.start[e.dst] + e.distance * self.ii + _read_time(e, self.p.op(e.dst))
+                for e in self.p.body.out_edges(op.name)]
+        if not ends:
+            ends = [start + op.latency]
+        top = _upper(self.length) + self.max_stage * self.ii_hi + 2 * self.ii_hi
+        end = m.new_int_var(0, top, f"end[{op.name}]")
+        m.add_max_equality(end, ends)
+        life = m.new_int_var(0, top, f"life[{op.name}]")
+        m.add(life == end - start)
+        full = m.new_int_var(0, top // self.ii_lo + 1, f"copies_full[{op.name}]")
+        m.add_division_equality(full, life, self.ii)
+        full_ii = m.new_int_var(0, top, f"copies_full_ii[{op.name}]")
+        m.add_multiplication_equality(full_ii, [full, self.ii])
+        rest = m.new_int_var(0, self.ii_hi - 1, f"copies_rest[{op.name}]")
+        m.add(rest == life - full_ii)
+        self.lifetime[op.name] = (full, rest)
+        return full, rest
+
+    def live_at_start_of(self, u: Op, w: Op) -> LinearExpr:
+        """Copies of ``w``'s result alive when ``u``'s result is created (at offset[u]).
+
+        Live storage over modular time only rises where some result is created, so checking
+        every creation point bounds the peak exactly (design.md §2.8).
+        """
+        full, rest = self.lifetime_of(w)
+        if u is w:
+            partial = self.m.new_bool_var(f"live_partial[{w.name}]")
+            self.m.add(rest >= 1).only_enforce_if(partial)
+            self.m.add(rest == 0).only_enforce_if(~partial)
+            return full + partial
+        key = (u.name, w.name)
+        if key not in self._live:
+            m = self.m
+            diff = self.offset[u.name] - self.offset[w.name]
+            inside = m.new_bool_var(f"live[{w.name}@{u.name}]")
+            before = m.new_bool_var(f"wrapped[{w.name}@{u.name}]")
+            m.add(diff < 0).only_enforce_if(before)
+            m.add(diff >= 0).only_enforce_if(~before)
+            # not counted => offset[u] lies outside [offset[w], offset[w] + rest) on the circle
+            m.add(diff >= rest).only_enforce_if([~inside, ~before])
+            m.add(diff + self.ii >= rest).only_enforce_if([~inside, before])
+            self._live[key] = full + inside
+        return self._live[key]
+
+    def same_group(self, a: str, b: str) -> cp_model.IntVar:
+        key = (min(a, b), max(a, b))
+        if key not in self._same_pair:
+            same = self.m.new_bool_var(f"same_group[{key[0]},{key[1]}]")
+            self.m.add(self.group_of[a] == self.group_of[b]).only_enforce_if(same)
+            self.m.add(self.group_of[a] != self.group_of[b]).only_enforce_if(~same)
+            self._same_pair[key] = same
+        return self._same_pair[key]
+
+    def copies_of(self, op: Op) -> LinearExpr:
+        """Ring depth of ``op``'s buffer: the most copies alive at once, ceil(lifetime / II)."""
+        full, rest = self.lifetime_of(op)
+        partial = self.m.new_bool_var(f"copies_partial[{op.name}]")
+        self.m.add(rest >= 1).only_enforce_if(partial)
+        self.m.add(rest == 0).only_enforce_if(~partial)
+        return full + partial
+
+    def modular_copies(
+        self, position: LinearExpr, size: LinearExpr | int, name: str, present: cp_model.IntVar | None = None
+    ) -> list[cp_model.IntervalVar]:
+        """An interval at modular ``position`` placed at p and at p - II (design.md §2.3)."""
+        out = []
+        lo, hi = -self.ii_hi, self.ii_hi + (size if isinstance(size, int) else self.ii_hi)
+        for k in (0, 1):
+            # CP-SAT needs interval bounds affine in one variable: name the shifted ends
+            if k == 0 and isinstance(position, cp_model.IntVar):
+                begin = position
+            else:
+                begin = self.m.new_int_var(lo, hi, f"{name}#{k}.begin")
+                self.m.add(begin == position - k * self.ii)
+            if isinstance(size, int):
+                end = begin + size
+            else:
+                end = self.m.new_int_var(lo, hi + self.ii_hi, f"{name}#{k}.end")
+                self.m.add(end == begin + size)
+            if present is None:
+                out.append(self.m.new_interval_var(begin, size, end, f"{name}#{k}"))
+            else:
+                out.append(self.m.new_optional_interval_var(begin, size, end, present, f"{name}#{k}"))
+        return out
+
+    def position(self, op: Op, delay: int, name: str) -> cp_model.IntVar:
+        """(start[op] + delay) mod II, as a variable."""
+        off = self.offset[op.name]
+        if delay == 0:
+            return off
+        p = self.m.new_int_var(0, self.ii_hi - 1, f"pos[{name}]")
+        self.m.add(p <= self.ii - 1)
+        if delay < self.ii_lo:
+            wrap = self.m.new_bool_var(f"wrap[{name}]")
+            self.m.add(p == off + delay - self.ii).only_enforce_if(wrap)
+            self.m.add(p == off + delay).only_enforce_if(~wrap)
+        else:
+            shifted = self.m.new_int_var(0, self.ii_hi + delay, f"shifted[{name}]")
+            self.m.add(shifted == off + delay)
+            self.m.add_modulo_equality(p, shifted, self.ii)
+        return p
+
+    def wraps(self, length: int, name: str) -> tuple[LinearExpr, LinearExpr]:
+        """(full turns, remainder) of a fixed ``length`` around a circle of II cycles."""
+        if length < self.ii_lo:
+            return 0, length
+        full = self.m.new_int_var(0, length // self.ii_lo, f"turns[{name}]")
+        self.m.add_division_equality(full, length, self.ii)
+        full_ii = self.m.new_int_var(0, length, f"turns_ii[{name}]")
+        self.m.add_multiplication_equality(full_ii, [full, self.ii])
+        return full, length - full_ii
+
+
+# -- constraint families -----------------------------------------------------------------------
+def add_dependences(v: ScheduleModel) -> None:
+    """A consumer cannot issue before its producer's result is visible.
+
+    Fact: a result is visible ``latency`` cycles after issue; a loop-carried value comes from
+    ``distance`` iterations (distance * II cycles) earlier; a value crossing warp groups arrives
+    later by the hand-off cost (register data through SMEM plus an mbarrier, or the signal alone).
+    Math: start[dst] + distance * II >= start[src] + latency (+ handoff if groups differ), §2.4.
+    """
+    for i, e in enumerate(v.p.edges):
+        lhs = v.start[e.dst] + e.distance * v.ii
+        v.m.add(lhs >= v.start[e.src] + e.latency)
+        cost = v.p.cross_group_cost(e)
+        if v.joint and i in v.same and cost:
+            v.m.add(lhs >= v.start[e.src] + e.latency + cost).only_enforce_if(~v.same[i])
+
+
+def add_modulo_resources(v: ScheduleModel) -> None:
+    """Each unit serves at most ``capacity`` ops at any cycle of the steady state.
+
+    Fact: in the steady state iteration i+k runs over iteration i shifted by k * II, so a
+    reservation at time t occupies modular slot t mod II in every iteration (§2.3).
+    Math: for every unit u and slot r in [0, II): sum of amounts of segments covering r <= cap(u).
+    """
+    by_unit: dict[str, list[tuple[list, int, LinearExpr]]] = {}
+    for op in v.p.ops:
+        for k, use in enumerate(op.uses):
+            name = f"{op.name}@{use.unit}#{k}"
+            turns, rest = v.wraps(use.length, name)
+            pos = v.position(op, use.offset, name)
+            copies = v.modular_copies(pos, rest, name)
+            by_unit.setdefault(use.unit, []).append((copies, use.amount, turns))
+    for unit, items in sorted(by_unit.items()):
+        cap = v.p.capacity[unit]
+        if cap == 1 and all(isinstance(t, int) and t == 0 and a == 1 for _, a, t in items):
+            v.m.add_no_overlap([iv for copies, _, _ in items for iv in copies])
+            continue
+        intervals, demands = [], []
+        for copies, amount, turns in items:
+            intervals += copies
+            demands += [amount, amount]
+            if not isinstance(turns, int) or turns:
+                intervals.append(v.m.new_interval_var(0, v.ii, v.ii, f"turns_window[{unit}]"))
+                demands.append(amount * turns)
+        v.m.add_cumulative(intervals, demands, cap)
+
+
+def add_warp_groups(v: ScheduleModel) -> None:
+    """Every op is issued by exactly one warp group; a group is as wide as its widest op needs.
+
+    Fact: wgmma and the softmax on its accumulator rows need a warpgroup (4 warps); TMA and
+    tcgen05.mma are issued by one thread; a CTA holds at most ``warps_per_cta`` warps (§2.5).
+    Math: sum_g x[v,g] = 1; x[v,g] => warps[g] >= min_warps(v); sum_g warps[g] <= W.
+    """
+    m, arch = v.m, v.p.arch
+    sizes = sorted(arch.warp_group_sizes())
+    budgets = sorted(arch.register_budgets())
+    max_warps = v.o.max_warps if v.o.max_warps is not None else arch.limit("warps_per_cta")
+    for g in v.groups:
+        v.used.append(m.new_bool_var(f"used[{g}]"))
+        v.warps.append(m.new_int_var_from_domain(cp_model.Domain.from_values([0, *sizes]), f"warps[{g}]"))
+        v.regs.append(m.new_int_var_from_domain(cp_model.Domain.from_values([0, *budgets]), f"regs[{g}]"))
+        m.add(v.warps[g] == 0).only_enforce_if(~v.used[g])
+        m.add(v.warps[g] >= 1).only_enforce_if(v.used[g])
+        m.add(v.regs[g] == 0).only_enforce_if(~v.used[g])
+        m.add(v.regs[g] >= budgets[0]).only_enforce_if(v.used[g])
+        words = m.new_int_var(0, sizes[-1] * budgets[-1], f"warp_regs[{g}]")
+        m.add_multiplication_equality(words, [v.warps[g], v.regs[g]])
+        v.reg_words.append(words)
+    for a, b in zip(v.used, v.used[1:]):
+        m.add_implication(b, a)  # groups are used in order: breaks label symmetry
+    prefix_max = None
+    for op in v.p.ops:
+        xs = [m.new_bool_var(f"in_group[{op.name},{g}]") for g in v.groups]
+        m.add_exactly_one(xs)
+        for g, x in zip(v.groups, xs):
+            v.in_group[op.name, g] = x
+            m.add_implication(x, v.used[g])
+            m.add(v.warps[g] >= op.min_warps).only_enforce_if(x)
+        grp = v.group_of[op.name] = m.new_int_var(0, len(v.groups) - 1, f"group[{op.name}]")
+        m.add(grp == sum(g * x for g, x in zip(v.groups, xs)))
+        # an op opens at most the next unused group label (symmetry breaking, §2.9)
+        if prefix_max is None:
+            m.add(grp == 0)
+            prefix_max = grp
+        else:
+            m.add(grp <= prefix_max + 1)
+            nxt = m.new_int_var(0, len(v.groups) - 1, f"group_prefix_max[{op.name}]")
+            m.add_max_equality(nxt, [prefix_max, grp])
+            prefix_max = nxt
+    for g in v.groups:
+        m.add_bool_or([v.in_group[op.name, g] for op in v.p.ops]).only_enforce_if(v.used[g])
+    m.add(sum(v.warps) <= max_warps)
+    for i, e in enumerate(v.p.edges):
+        if v.p.cross_group_cost(e) or v.p.handoff_bytes(e) or v.o.no_handoff:
+            same = v.same[i] = m.new_bool_var(f"same_group[{e.src}->{e.dst}#{i}]")
+            m.add(v.group_of[e.src] == v.group_of[e.dst]).only_enforce_if(same)
+            m.add(v.group_of[e.src] != v.group_of[e.dst]).only_enforce_if(~same)
+            if v.o.no_handoff and e.carrier is Carrier.REGISTERS and v.p.op(e.src).regs > 0:
+                m.add(same == 1)
+            hb = v.p.handoff_bytes(e)
+            if hb:
+                v.handoff_terms.append(hb * (1 - same))
+    v.objective_terms["groups"] = sum(v.used)
+    v.objective_terms["handoffs"] = sum(v.handoff_terms)
+    v.objective_terms["regs"] = 32 * sum(v.reg_words)
+
+
+def add_in_order_issue(v: ScheduleModel) -> None:
+    """A warp group issues in order: while it runs a synchronous op or waits, it issues nothing else.
+
+    Fact: each warp issues its instruction stream in order; a synchronous op (FP32 work, exp,
+    a TMEM load with its wait) occupies its group for its busy span, an asynchronous op (TMA,
+    wgmma, tcgen05.mma) for its issue slots, and a blocking wait adds its own cost (§2.6).
+    Math: per group g, the modular intervals [offset(v), offset(v) + hold(v)) of its ops do not overlap.
+    """
+    for g in v.groups:
+        intervals = []
+        for op in v.p.ops:
+            hold = v.p.hold(op.name)
+            if hold == 0:
+                continue
+            v.m.add(v.ii >= hold)
+            intervals += v.modular_copies(v.offset[op.name], hold, f"hold[{op.name},{g}]", v.in_group[op.name, g])
+        v.m.add_no_overlap(intervals)
+
+
+def add_variable_latency_isolation(v: ScheduleModel) -> None:
+    """Variable-latency ops (TMA) get warp groups of their own.
+
+    Fact: a TMA copy can take 10x longer than usual; a group that waits for it stalls every op
+    behind it in issue order, so fixed-latency work must not share its stream (Twill §4.3;
+    design.md §2.7 on why ops that emit no instructions are exempt).
+    Math: x[v,g] => vl[g] for variable-latency v; x[v,g] => not vl[g] for other ops that issue.
+    """
+    if not v.o.isolate_variable_latency:
+        return
+    for g in v.groups:
+        vl = v.m.new_bool_var(f"variable_latency_group[{g}]")
+        for op in v.p.ops:
+            if op.variable_latency:
+                v.m.add_implication(v.in_group[op.name, g], vl)
+            elif v.p.hold(op.name) > 0:
+                v.m.add_implication(v.in_group[op.name, g], ~vl)
+
+
+def add_register_budgets(v: ScheduleModel) -> None:
+    """Per group, the registers live at any cycle fit the group's per-thread budget.
+
+    Fact: a result in registers is held from issue until its last reader is done; in the steady
+    state ``full`` copies are always live and one more during ``rest`` cycles of each II window.
+    Budgets follow setmaxnreg (multiples of 8 in [24, 256], at most 255 usable) above the
+    registers every thread reserves, and all groups together fit the register file (§2.8).
+    Math: per group g and cycle t: sum_v regs(v) * live_v(t) <= 32 * warps[g] * (budget[g] - reserved);
+    sum_g 32 * warps[g] * budget[g] <= registers per SM.
+    """
+    m, arch = v.m, v.p.arch
+    reserved = arch.limit("regs_reserved_per_thread")
+    m.add(32 * sum(v.reg_words) <= arch.limit("regs_per_sm"))
+    holders = [op for op in v.p.ops if op.regs]
+    rooms = []
+    for g in v.groups:
+        room = m.new_int_var(0, 32 * _upper(v.reg_words[g]), f"register_room[{g}]")
+        m.add(room == 32 * (v.reg_words[g] - reserved * v.warps[g]))
+        rooms.append(room)
+    for u in holders:
+        terms = []
+        for w in holders:
+            count = v.live_at_start_of(u, w)
+            if u is w:
+                terms.append(w.regs * count)
+                continue
+            here = m.new_int_var(0, _upper(v.lifetime_of(w)[0]) + 1, f"live_same_group[{w.name}@{u.name}]")
+            same = v.same_group(u.name, w.name)
+            m.add(here == count).only_enforce_if(same)
+            m.add(here == 0).only_enforce_if(~same)
+            terms.append(w.regs * here)
+        for g in v.groups:
+            m.add(sum(terms) <= rooms[g]).only_enforce_if(v.in_group[u.name, g])
+
+
+def add_memory_capacity(v: ScheduleModel) -> None:
+    """Shared memory holds every ring buffer and hand-off buffer; TMEM holds the live accumulators.
+
+    Fact: a TMA stream whose buffer lives L cycles needs ceil(L / II) ring slots; a register
+    value handed to another group is staged in SMEM; TMEM columns are allocated per live tile
+    (§2.10). Math: sum_v smem(v) * ceil(life_v / II) + handoff bytes <= SMEM per CTA;
+    per cycle t: sum_v tmem(v) * live_v(t) <= TMEM columns.
+    """
+    m, arch = v.m, v.p.arch
+    smem = [op.smem_bytes * v.copies_of(op) for op in v.p.ops if op.smem_bytes]
+    if smem or v.handoff_terms:
+        m.add(sum(smem) + sum(v.handoff_terms) <= arch.limit("smem_bytes_per_cta"))
+    intervals, demands = [], []
+    for op in v.p.ops:
+        if op.tmem_cols == 0:
+            continue
+        full, rest = v.lifetime_of(op)
+        intervals += v.modular_copies(v.offset[op.name], rest, f"tmem[{op.name}]")
+        demands += [op.tmem_cols, op.tmem_cols]
+        intervals.append(m.new_interval_var(0, v.ii, v.ii, f"tmem_full[{op.name}]"))
+        demands.append(op.tmem_cols * full)
+    if intervals:
+        m.add_cumulative(intervals, demands, arch.limit("tmem_cols"))
+
+
+# The order matters only where a family reads variables another creates (groups before the rest).
+JOINT_FAMILIES: tuple[tuple[str, Callable[[ScheduleModel], None]], ...] = (
+    ("warp_groups", add_warp_groups),
+    ("dependences", add_dependences),
+    ("modulo_resources", add_modulo_resources),
+    ("in_order_issue", add_in_order_issue),
+    ("variable_latency_isolation", add_variable_latency_isolation),
+    ("register_budgets", add_register_budgets),
+    ("memory_capacity", add_memory_capacity),
+)
+FAMILIES = JOINT_FAMILIES
+SWP_FAMILIES = (("dependences", add_dependences), ("modulo_resources", add_modulo_resources))
+
+
+def build_model(problem: Problem, options: SolveOptions, ii_lo: int, ii_hi: int, relaxed: bool = False) -> ScheduleModel:
+    """A model of every schedule of ``problem`` with II in [ii_lo, ii_hi].
+
+    ``relaxed`` leaves out the register budgets (the family that makes feasible schedules hard
+    to find) and minimises a register-pressure proxy instead; it is a relaxation, so when it is
+    infeasible the full model is too (design.md §3.2).
+    """
+    v = ScheduleModel(problem, options, ii_lo, ii_hi)
+    families = SWP_FAMILIES if options.swp_only else JOINT_FAMILIES
+    for name, family in families:
+        if not (relaxed and name == "register_budgets"):
+            family(v)
+    if relaxed and v.joint:
+        # lexicographic by weights: II, then groups, then register-weighted lifetimes
+        pressure = [(op.regs // 64 or 1) * (v.lifetime_of(op)[0] * ii_hi + v.lifetime_of(op)[1])
+                    for op in problem.ops if op.regs]
+        w_groups = 1 + sum(op.regs // 64 or 1 for op in problem.ops if op.regs) * (v.max_stage + 3) * ii_hi
+        w_ii = w_groups * (len(v.groups) + 1)
+        v.m.minimize(w_ii * v.ii + w_groups * sum(v.used) + sum(pressure))
+    return v

@@ -1,0 +1,324 @@
+"""The search: the smallest II with a proof, then the secondary objectives, then a canonical schedule.
+
+1. II. Windows [lo, hi] of II are solved one after another, each as one CP-SAT model with II as
+   a variable, minimising II. An infeasible window proves every II in it impossible, so the
+   next starts above it (windows double in width). The first feasible window's optimum is the
+   smallest feasible II overall: every smaller II lies in a window proven infeasible or below
+   the model's own proven bound. No monotonicity of feasibility in II is assumed (design.md §3).
+2. With II fixed, each further objective (fewest warp groups, fewest registers, shortest
+   length) is minimised in turn and then fixed.
+3. With every objective fixed, one single-worker deterministic solve picks the canonical
+   schedule, so the output does not depend on the number of workers or on timing.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from dataclasses import dataclass
+
+from ortools.sat.python import cp_model
+
+from ..bounds import Bounds, compute_bounds
+from ..errors import InfeasibleError
+from ..problem import Problem
+from ..schedule import Buffer, Group, Schedule, ScheduledOp
+from .model import ScheduleModel, SolveOptions, build_model
+
+__all__ = ["solve", "SolveOptions", "lower_bound"]
+
+
+@dataclass
+class _Clock:
+    start: float
+    limit: float
+
+    def left(self) -> float:
+        return max(0.0, self.limit - (time.monotonic() - self.start))
+
+    def elapsed(self) -> float:
+        return time.monotonic() - self.start
+
+
+class _Progress(cp_model.CpSolverSolutionCallback):
+    """Reports each improving solution: phase, incumbent, proven bound, elapsed seconds."""
+
+    def __init__(self, report, phase: str, clock: _Clock) -> None:
+        super().__init__()
+        self.report, self.phase, self.clock = report, phase, clock
+
+    def on_solution_callback(self) -> None:
+        if self.report:
+            self.report(f"  {self.phase}: incumbent {self.objective_value:.0f}, bound {self.best_objective_bound:.0f}, "
+                        f"{self.clock.elapsed():.1f}s")
+
+
+def lower_bound(problem: Problem, options: SolveOptions, bounds: Bounds | None = None) -> int:
+    """II can be no smaller than the unit and recurrence bounds, nor than any op's group hold."""
+    b = bounds or compute_bounds(problem)
+    lb = b.mii
+    if not options.swp_only:
+        lb = max(lb, max(problem.hold(op.name) for op in problem.ops))
+    return lb
+
+
+def _upper_cap(problem: Problem) -> int:
+    """An II at which one iteration runs alone, op after op: the search stops above it."""
+    span = sum(max(op.latency, problem.hold(op.name), op.busy_cycles) for op in problem.ops)
+    return span + sum(problem.cross_group_cost(e) + e.latency for e in problem.edges) + 1
+
+
+def _solver(seconds: float, workers: int, deterministic: bool = False) -> cp_model.CpSolver:
+    s = cp_model.CpSolver()
+    if deterministic:
+        s.parameters.num_workers = 1
+        s.parameters.max_deterministic_time = max(1.0, seconds)
+    else:
+        s.parameters.num_workers = workers or os.cpu_count() or 1
+        s.parameters.max_time_in_seconds = max(0.05, seconds)
+    s.parameters.random_seed = 0
+    return s
+
+
+def _relaxed_hint(problem: Problem, options: SolveOptions, lo: int, hi: int, clock: _Clock):
+    """Solve the relaxation (no register budgets, register pressure minimised) and return
+    ("infeasible", None) when it proves the window empty, or ("hint", values) with a complete
+    assignment of the full model when the relaxed schedule also meets the register budgets."""
+    r = build_model(problem, options, lo, hi, relaxed=True)
+    s = _solver(min(clock.left(), max(2.0, 0.1 * options.time_limit)), options.workers)
+    status = s.solve(r.m)
+    if status == cp_model.INFEASIBLE:
+        return "infeasible", None
+    if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        return "unknown", None
+    ii = int(s.value(r.ii))
+    starts, groups = _starts(r, s), {k: int(s.value(x)) for k, x in r.group_of.items()}
+    check = build_model(problem, options, ii, ii)
+    for name, var in check.start.items():
+        check.m.add(var == starts[name])
+    for name, var in check.group_of.items():
+        check.m.add(var == groups[name])
+    cs = _solver(min(clock.left(), 5.0), options.workers)
+    if cs.solve(check.m) not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        return "unknown", None
+    return "hint", {i: cs.value(check.m.get_int_var_from_proto_index(i)) for i in range(len(check.m.proto.variables))}
+
+
+def _window_search(problem: Problem, options: SolveOptions, lb: int, clock: _Clock):
+    """Find the smallest feasible II; returns (model, solver, status, proven lower bound)."""
+    report = options.progress
+    lo, width, cap = lb, 0, _upper_cap(problem)
+    while lo <= cap:
+        hi = min(cap, lo + width)
+        if report:
+            report(f"II window [{lo}, {hi}]: searching ({clock.elapsed():.1f}s)")
+        hint = None
+        if not options.swp_only:
+            verdict, hint = _relaxed_hint(problem, options, lo, hi, clock)
+            if verdict == "infeasible":
+                if report:
+                    report(f"II window [{lo}, {hi}]: proven infeasible by the relaxation ({clock.elapsed():.1f}s)")
+                lo, width = hi + 1, max(8, 2 * width + 1, lo // 64)
+                continue
+        v = build_model(problem, options, lo, hi)
+        v.m.minimize(v.ii)
+        if hint is not None:
+            hint_ii = hint[v.ii.index]
+            if report:
+                report(f"  relaxation gives a schedule at II {hint_ii} ({clock.elapsed():.1f}s)")
+            _hint_all(v, hint)
+        s = _solver(clock.left(), options.workers)
+        status = s.solve(v.m, _Progress(report, "II", clock))
+        if status == cp_model.OPTIMAL:
+            return v, s, status, int(s.value(v.ii))
+        if status == cp_model.FEASIBLE:
+            return v, s, status, max(lo, math.ceil(s.best_objective_bound))
+        if status == cp_model.INFEASIBLE:
+            if report:
+                report(f"II window [{lo}, {hi}]: proven infeasible ({clock.elapsed():.1f}s)")
+            lo, width = hi + 1, max(8, 2 * width + 1, lo // 64)
+            continue
+        if status == cp_model.MODEL_INVALID:
+            raise RuntimeError(f"internal error: invalid CP-SAT model ({v.m.validate()[:300]})")
+        return None, None, status, lo  # time ran out before any schedule was found
+    raise InfeasibleError(f"{problem.body.name!r} on {problem.arch.name!r}: no schedule exists for any II up to "
+                          f"{cap} (a fully sequential iteration); a constraint can never be met",
+                          reason="search exhausted")
+
+
+def _hint_all(v: ScheduleModel, values: dict[int, int]) -> None:
+    """Hint every variable of ``v`` from a solution of a model built the same way.
+
+    Models built by ``build_model`` for the same problem and options create their variables in
+    the same order, so proto indices match; the II-dependent ones are matched by value anyway.
+    """
+    n = min(len(v.m.proto.variables), len(values))
+    for i in range(n):
+        v.m.add_hint(v.m.get_int_var_from_proto_index(i), values[i])
+
+
+def _fixed(problem: Problem, options: SolveOptions, ii: int, fixed: dict[str, int]) -> ScheduleModel:
+    v = build_model(problem, options, ii, ii)
+    for name, value in fixed.items():
+        v.m.add(v.objective_terms[name] <= value)
+    return v
+
+
+def _hint(v: ScheduleModel, values: dict[str, int]) -> None:
+    for name, var in v.start.items():
+        v.m.add_hint(var, values[name])
+
+
+def _starts(v: ScheduleModel, s: cp_model.CpSolver) -> dict[str, int]:
+    return {name: int(s.value(var)) for name, var in v.start.items()}
+
+
+def solve(problem: Problem, options: SolveOptions | None = None) -> Schedule:
+    """Find the schedule with the smallest II, proven, then best on the secondary objectives.
+
+    Raises
+    ------
+    InfeasibleError
+        When no schedule can exist (memory that never fits, or every II proven impossible),
+        or when the time limit ran out before any schedule was found.
+
+    Examples
+    --------
+    >>> from twill.programs import load_program
+    >>> from twill.problem import build_problem
+    >>> from twill.registry import get_arch
+    >>> arch = get_arch("h100")
+    >>> sched = solve(build_problem(load_program("toy", arch), arch), SolveOptions(workers=1))
+    >>> sched.ii, sched.status, [o.start for o in sched.ops]
+    (2, 'optimal', [0, 2, 3])
+    """
+    options = options or SolveOptions()
+    clock = _Clock(time.monotonic(), options.time_limit)
+    report = options.progress
+    if not options.swp_only:
+        reasons = problem.impossibilities()
+        if reasons:
+            raise InfeasibleError(f"{problem.body.name!r} on {problem.arch.name!r}: infeasible: {reasons[0]}",
+                                  reason=reasons[0])
+    bounds = compute_bounds(problem)
+    lb = lower_bound(problem, options, bounds)
+    if report:
+        report(f"lower bound II >= {lb}: {bounds.binding()}")
+    v, s, status, proven_lb = _window_search(problem, options, lb, clock)
+    if v is None:
+        raise InfeasibleError(f"{problem.body.name!r} on {problem.arch.name!r}: no schedule found within "
+                              f"{options.time_limit:g}s; II >= {proven_lb} is proven (raise --time-limit)",
+                              reason="time limit")
+    ii = int(s.value(v.ii))
+    optimal = status == cp_model.OPTIMAL
+    starts = _starts(v, s)
+    values: dict[str, int] = {"ii": ii}
+    proven: dict[str, bool] = {"ii": optimal}
+    # secondary objectives, each minimised with the earlier ones fixed
+    for name in options.objective[1:]:
+        if options.swp_only and name in ("groups", "handoffs", "regs"):
+            continue
+        w = _fixed(problem, options, ii, values)
+        _hint(w, starts)
+        w.m.minimize(w.objective_terms[name])
+        ws = _solver(max(min(clock.left(), options.phase_limit), 1.0), options.workers)
+        st = ws.solve(w.m, _Progress(report, name, clock))
+        if st not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+            break
+        values[name] = int(ws.objective_value)
+        proven[name] = st == cp_model.OPTIMAL
+        starts = _starts(w, ws)
+        if report:
+            report(f"{name} = {values[name]} ({'proven' if proven[name] else 'best found'}, {clock.elapsed():.1f}s)")
+    final, fs = _canonical(problem, options, ii, values, starts, clock)
+    proof = _proof(optimal, ii, lb, proven_lb, bounds)
+    if report:
+        report(f"done: II {ii} ({'optimal' if optimal else 'feasible'}), {clock.elapsed():.1f}s")
+    return _extract(problem, options, final, fs, optimal, proven_lb, proof, values, proven, clock.elapsed())
+
+
+def _canonical(problem, options, ii, values, starts, clock):
+    """The canonical schedule among those meeting every objective value: deterministic, so the
+    same input gives the same schedule whatever the worker count. Ties are broken towards issuing
+    each op as late as the length allows and each variable-latency load as early as possible,
+    keeping results close to their readers and loads ahead of theirs."""
+    v = _fixed(problem, options, ii, values)
+    late = [v.length - v.start[op.name] for op in problem.ops if not op.variable_latency]
+    early = [v.start[op.name] for op in problem.ops if op.variable_latency]
+    v.m.minimize(sum(late) + sum(early))
+    s = _solver(min(30.0, max(5.0, clock.left())), options.workers, deterministic=True)
+    st = s.solve(v.m)
+    if st in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        return v, s
+    # the deterministic pass found nothing in its budget: fall back to the last solution found
+    w = _fixed(problem, options, ii, values)
+    for name, var in w.start.items():
+        w.m.add(var == starts[name])
+    s = _solver(max(clock.left(), 5.0), options.workers)
+    s.solve(w.m)
+    return w, s
+
+
+def _proof(optimal: bool, ii: int, lb: int, proven_lb: int, bounds: Bounds) -> str:
+    if not optimal:
+        return f"feasible: time limit reached; every II below {proven_lb} is proven infeasible"
+    if ii == lb:
+        return f"optimal: II meets the lower bound {lb} ({bounds.binding()})"
+    return (f"optimal: every II in [{lb}, {ii - 1}] is proven infeasible by CP-SAT "
+            f"(lower bound {lb}: {bounds.binding()})")
+
+
+def _role(problem: Problem, ops: list[str]) -> str:
+    kinds: list[str] = []
+    for name in ops:
+        op = problem.op(name)
+        if problem.hold(name) == 0 and not op.uses:
+            continue
+        k = "load" if op.variable_latency and op.streaming else op.kind
+        if k not in kinds:
+            kinds.append(k)
+    return "+".join(kinds[:4]) + ("+..." if len(kinds) > 4 else "") if kinds else "bookkeeping"
+
+
+def _extract(problem, options, v: ScheduleModel, s: cp_model.CpSolver, optimal, proven_lb, proof, values, proven,
+             seconds) -> Schedule:
+    ii = int(s.value(v.ii))
+    raw_group = {op.name: (int(s.value(v.group_of[op.name])) if v.joint else 0) for op in problem.ops}
+    labels = sorted(set(raw_group.values()))
+    renumber = {g: i for i, g in enumerate(labels)}
+    ops = []
+    for op in problem.ops:
+        start = int(s.value(v.start[op.name]))
+        ops.append(ScheduledOp(id=op.name, name=op.kind, unit=op.uses[0].unit if op.uses else None, start=start,
+                               stage=start // ii, offset=start % ii, group=renumber[raw_group[op.name]]))
+    groups = []
+    for g in labels:
+        members = [op.name for op in problem.ops if raw_group[op.name] == g]
+        warps = int(s.value(v.warps[g])) if v.joint else max(problem.op(n).min_warps for n in members)
+        regs = int(s.value(v.regs[g])) if v.joint else None
+        groups.append(Group(id=renumber[g], warps=warps, regs_per_thread=regs, role=_role(problem, members),
+                            ops=tuple(members)))
+    buffers = []
+    for op in problem.ops:
+        if not (op.smem_bytes or op.tmem_cols or op.regs) or op.name not in v.lifetime:
+            continue
+        full, rest = v.lifetime[op.name]
+        copies = int(s.value(full)) + (1 if s.value(rest) > 0 else 0)
+        for memory, size in (("smem", op.smem_bytes), ("tmem", op.tmem_cols * 512), ("regs", op.regs * 4)):
+            if size:
+                buffers.append(Buffer(value=op.name, memory=memory, copies=copies, bytes=size * copies))
+    for i, e in enumerate(problem.edges):
+        if i in v.same and not s.value(v.same[i]) and problem.handoff_bytes(e):
+            buffers.append(Buffer(value=f"{e.src}->{e.dst}", memory="smem", copies=1, bytes=problem.handoff_bytes(e)))
+    length = max(o.start + max(problem.op(o.id).latency, problem.hold(o.id), problem.op(o.id).busy_cycles)
+                 for o in ops)
+    return Schedule(
+        program=problem.body.name, arch=problem.arch.name, status="optimal" if optimal else "feasible", ii=ii,
+        ii_lower_bound=ii if optimal else proven_lb, length=length, solve_seconds=seconds, ops=tuple(ops),
+        groups=tuple(groups), buffers=tuple(buffers), body=problem.body, proof=proof, swp_only=options.swp_only,
+        objective=tuple(options.objective), objective_values={**values, "length": length},
+        options={"max_groups": options.max_groups, "max_warps": options.max_warps, "no_handoff": options.no_handoff,
+                 "objective_proven": proven},
+        arch_path=str(problem.arch.path) if problem.arch.origin == "file" and problem.arch.path else None,
+    )

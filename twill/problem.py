@@ -77,15 +77,15 @@ class Problem:
         """Reasons no schedule exists at any II, independent of the search."""
         a, out = self.arch, []
         smem, tmem = a.limit("smem_bytes_per_cta"), a.limit("tmem_cols")
+        # per-op checks only: buffers with disjoint lifetimes may share memory, so sums prove nothing
         reg_room = (a.limit("regs_per_thread_max") - a.limit("regs_reserved_per_thread")) * 32
         widest = max(a.warp_group_sizes()) if a.warp_group_sizes() else 1
-        total_smem = sum(op.smem_bytes for op in self.ops)
-        total_tmem = sum(op.tmem_cols for op in self.ops)
-        if total_smem > smem:
-            out.append(f"the ops' shared-memory buffers need {total_smem} B even with one copy each; "
-                       f"arch {a.name!r} has {smem} B per CTA")
-        if total_tmem > tmem:
-            out.append(f"the ops' TMEM buffers need {total_tmem} columns; arch {a.name!r} has {tmem}")
+        for op in self.ops:
+            if op.smem_bytes > smem:
+                out.append(f"op {op.name!r}: its shared-memory buffer needs {op.smem_bytes} B; "
+                           f"arch {a.name!r} has {smem} B per CTA")
+            if op.tmem_cols > tmem:
+                out.append(f"op {op.name!r}: its result needs {op.tmem_cols} TMEM columns; arch {a.name!r} has {tmem}")
         for op in self.ops:
             if op.regs > reg_room * widest:
                 out.append(f"op {op.name!r}: its result needs {op.regs} registers, more than a "

@@ -77,13 +77,14 @@ def _read_time(edge: Edge, dst: Op) -> int:
 class ScheduleModel:
     """Variables of one window of II, and the queries constraint families need."""
 
-    def __init__(self, problem: Problem, options: SolveOptions, ii_lo: int, ii_hi: int) -> None:
+    def __init__(self, problem: Problem, options: SolveOptions, ii_lo: int, ii_hi: int,
+                 max_stage: int | None = None) -> None:
         self.p, self.o = problem, options
         self.m = cp_model.CpModel()
         self.ii_lo, self.ii_hi = ii_lo, ii_hi
         self.ii = self.m.new_int_var(ii_lo, ii_hi, "ii")
         self.joint = not options.swp_only
-        self.max_stage = self._stage_bound()
+        self.max_stage = self._stage_bound() if max_stage is None else min(max_stage, self._stage_bound())
         horizon = (self.max_stage + 1) * ii_hi
         self.start: dict[str, cp_model.IntVar] = {}
         self.stage: dict[str, cp_model.IntVar] = {}
@@ -427,29 +428,28 @@ def add_register_budgets(v: ScheduleModel) -> None:
             m.add(sum(terms) <= rooms[g]).only_enforce_if(v.in_group[u.name, g])
 
 
-def add_memory_capacity(v: ScheduleModel) -> None:
-    """Shared memory holds every ring buffer and hand-off buffer; TMEM holds the live accumulators.
+def add_smem_capacity(v: ScheduleModel) -> None:
+    """Shared memory holds every ring buffer and every hand-off buffer.
 
     Fact: a TMA stream whose buffer lives L cycles needs ceil(L / II) ring slots; a register
-    value handed to another group is staged in SMEM; TMEM columns are allocated per live tile
-    (§2.10). Math: sum_v smem(v) * ceil(life_v / II) + handoff bytes <= SMEM per CTA;
-    per cycle t: sum_v tmem(v) * live_v(t) <= TMEM columns.
+    value handed to another group is staged in SMEM (§2.10).
+    Math: sum_v smem(v) * ceil(life_v / II) + sum of crossing hand-off bytes <= SMEM per CTA.
     """
-    m, arch = v.m, v.p.arch
     smem = [op.smem_bytes * v.copies_of(op) for op in v.p.ops if op.smem_bytes]
     if smem or v.handoff_terms:
-        m.add(sum(smem) + sum(v.handoff_terms) <= arch.limit("smem_bytes_per_cta"))
-    intervals, demands = [], []
-    for op in v.p.ops:
-        if op.tmem_cols == 0:
-            continue
-        full, rest = v.lifetime_of(op)
-        intervals += v.modular_copies(v.offset[op.name], rest, f"tmem[{op.name}]")
-        demands += [op.tmem_cols, op.tmem_cols]
-        intervals.append(m.new_interval_var(0, v.ii, v.ii, f"tmem_full[{op.name}]"))
-        demands.append(op.tmem_cols * full)
-    if intervals:
-        m.add_cumulative(intervals, demands, arch.limit("tmem_cols"))
+        v.m.add(sum(smem) + sum(v.handoff_terms) <= v.p.arch.limit("smem_bytes_per_cta"))
+
+
+def add_tmem_capacity(v: ScheduleModel) -> None:
+    """Tensor memory holds every live accumulator tile (Blackwell).
+
+    Fact: TMEM columns are allocated per live tile; tiles with disjoint lifetimes can share
+    columns, so the peak over the steady state is what must fit (§2.10).
+    Math: for every creation point t = offset[u]: sum_v tmem(v) * live_v(t) <= TMEM columns.
+    """
+    holders = [op for op in v.p.ops if op.tmem_cols]
+    for u in holders:
+        v.m.add(sum(w.tmem_cols * v.live_at_start_of(u, w) for w in holders) <= v.p.arch.limit("tmem_cols"))
 
 
 # The order matters only where a family reads variables another creates (groups before the rest).
@@ -460,23 +460,27 @@ JOINT_FAMILIES: tuple[tuple[str, Callable[[ScheduleModel], None]], ...] = (
     ("in_order_issue", add_in_order_issue),
     ("variable_latency_isolation", add_variable_latency_isolation),
     ("register_budgets", add_register_budgets),
-    ("memory_capacity", add_memory_capacity),
+    ("smem_capacity", add_smem_capacity),
+    ("tmem_capacity", add_tmem_capacity),
 )
 FAMILIES = JOINT_FAMILIES
+RELAXED_AWAY = ("register_budgets", "tmem_capacity")  # peak-storage families: slow to satisfy, checked after
 SWP_FAMILIES = (("dependences", add_dependences), ("modulo_resources", add_modulo_resources))
 
 
-def build_model(problem: Problem, options: SolveOptions, ii_lo: int, ii_hi: int, relaxed: bool = False) -> ScheduleModel:
+def build_model(problem: Problem, options: SolveOptions, ii_lo: int, ii_hi: int, relaxed: bool = False,
+                max_stage: int | None = None) -> ScheduleModel:
     """A model of every schedule of ``problem`` with II in [ii_lo, ii_hi].
 
-    ``relaxed`` leaves out the register budgets (the family that makes feasible schedules hard
-    to find) and minimises a register-pressure proxy instead; it is a relaxation, so when it is
-    infeasible the full model is too (design.md §3.2).
+    ``relaxed`` leaves out the peak-storage families (register budgets, TMEM), which make
+    feasible schedules hard to find, and minimises a register-pressure proxy instead; with the
+    full stage bound it is a relaxation, so when it is infeasible the full model is too.
+    ``max_stage`` caps the stages (a heuristic search space for hints, design.md §3.2).
     """
-    v = ScheduleModel(problem, options, ii_lo, ii_hi)
+    v = ScheduleModel(problem, options, ii_lo, ii_hi, max_stage)
     families = SWP_FAMILIES if options.swp_only else JOINT_FAMILIES
     for name, family in families:
-        if not (relaxed and name == "register_budgets"):
+        if not (relaxed and name in RELAXED_AWAY):
             family(v)
     if relaxed and v.joint:
         # lexicographic by weights: II, then groups, then register-weighted lifetimes

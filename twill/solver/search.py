@@ -81,15 +81,46 @@ def _solver(seconds: float, workers: int, deterministic: bool = False) -> cp_mod
     return s
 
 
+def _short_stage_bound(problem: Problem, lo: int) -> int:
+    """Stages a schedule needs when each iteration runs its longest dependence chain at full
+    speed, plus slack: the small search space in which hints are looked for."""
+    import networkx as nx
+
+    g = nx.DiGraph()
+    for op in problem.ops:
+        g.add_node(op.name)
+    for e in problem.edges:
+        if e.distance == 0:
+            w = e.latency + problem.cross_group_cost(e)
+            if not g.has_edge(e.src, e.dst) or g[e.src][e.dst]["w"] < w:
+                g.add_edge(e.src, e.dst, w=w)
+    chain = nx.dag_longest_path_length(g, weight="w") if g.number_of_edges() else 0
+    tail = max(max(op.latency, problem.hold(op.name)) for op in problem.ops)
+    return math.ceil((chain + tail) / lo) + 2
+
+
 def _relaxed_hint(problem: Problem, options: SolveOptions, lo: int, hi: int, clock: _Clock):
-    """Solve the relaxation (no register budgets, register pressure minimised) and return
-    ("infeasible", None) when it proves the window empty, or ("hint", values) with a complete
-    assignment of the full model when the relaxed schedule also meets the register budgets."""
-    r = build_model(problem, options, lo, hi, relaxed=True)
-    s = _solver(min(clock.left(), max(2.0, 0.1 * options.time_limit)), options.workers)
+    """Look for a schedule of the relaxation (no peak-storage families, register pressure
+    minimised, few stages) and check it against the full model.
+
+    Returns ("infeasible", None) when the relaxation proves the window empty, ("hint", values)
+    with a complete assignment of the full model when the relaxed schedule passes every family,
+    ("partial", values) with the relaxed starts and groups otherwise, or ("unknown", None).
+    """
+    short = _short_stage_bound(problem, lo)
+    r = build_model(problem, options, lo, hi, relaxed=True, max_stage=short)
+    # first the smallest II of the relaxation, then, at that II, few groups and low pressure
+    r.m.minimize(r.ii)
+    s = _solver(min(clock.left(), max(4.0, 0.2 * options.time_limit)), options.workers)
     status = s.solve(r.m)
     if status == cp_model.INFEASIBLE:
-        return "infeasible", None
+        return ("infeasible", None) if r.max_stage >= r._stage_bound() else ("unknown", None)
+    if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        return "unknown", None
+    ii = int(s.value(r.ii))
+    r = build_model(problem, options, ii, ii, relaxed=True, max_stage=short)
+    s = _solver(min(clock.left(), max(3.0, 0.05 * options.time_limit)), options.workers)
+    status = s.solve(r.m)
     if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         return "unknown", None
     ii = int(s.value(r.ii))
@@ -100,51 +131,63 @@ def _relaxed_hint(problem: Problem, options: SolveOptions, lo: int, hi: int, clo
     for name, var in check.group_of.items():
         check.m.add(var == groups[name])
     cs = _solver(min(clock.left(), 5.0), options.workers)
-    if cs.solve(check.m) not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-        return "unknown", None
-    return "hint", {i: cs.value(check.m.get_int_var_from_proto_index(i)) for i in range(len(check.m.proto.variables))}
+    if cs.solve(check.m) in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        return "hint", {i: cs.value(check.m.get_int_var_from_proto_index(i)) for i in range(len(check.m.proto.variables))}
+    return "partial", {"starts": starts, "groups": groups}
 
 
 def _window_search(problem: Problem, options: SolveOptions, lb: int, clock: _Clock):
     """Find the smallest feasible II; returns (model, solver, status, proven lower bound)."""
     report = options.progress
     lo, width, cap = lb, 0, _upper_cap(problem)
-    while lo <= cap:
+    proven = None  # the smallest II not yet proven infeasible, once a window timed out
+    while lo <= cap and clock.left() > 0:
         hi = min(cap, lo + width)
         if report:
             report(f"II window [{lo}, {hi}]: searching ({clock.elapsed():.1f}s)")
-        hint = None
-        if not options.swp_only:
-            verdict, hint = _relaxed_hint(problem, options, lo, hi, clock)
-            if verdict == "infeasible":
-                if report:
-                    report(f"II window [{lo}, {hi}]: proven infeasible by the relaxation ({clock.elapsed():.1f}s)")
-                lo, width = hi + 1, max(8, 2 * width + 1, lo // 64)
-                continue
+        verdict, hint = ("unknown", None) if options.swp_only else _relaxed_hint(problem, options, lo, hi, clock)
+        if verdict == "infeasible":
+            if report:
+                report(f"II window [{lo}, {hi}]: proven infeasible by the relaxation ({clock.elapsed():.1f}s)")
+            lo, width = hi + 1, max(8, 2 * width + 1, lo // 64)
+            continue
         v = build_model(problem, options, lo, hi)
         v.m.minimize(v.ii)
-        if hint is not None:
-            hint_ii = hint[v.ii.index]
-            if report:
-                report(f"  relaxation gives a schedule at II {hint_ii} ({clock.elapsed():.1f}s)")
+        if verdict == "hint":
             _hint_all(v, hint)
-        s = _solver(clock.left(), options.workers)
+        elif verdict == "partial":
+            _hint_starts_groups(v, hint)
+        if report and verdict in ("hint", "partial"):
+            report(f"  relaxation found a schedule ({verdict} hint, {clock.elapsed():.1f}s)")
+        s = _solver(min(clock.left(), max(5.0, options.time_limit / 4)), options.workers)
         status = s.solve(v.m, _Progress(report, "II", clock))
+        bound = proven if proven is not None else lo
         if status == cp_model.OPTIMAL:
-            return v, s, status, int(s.value(v.ii))
+            return v, s, (status if proven is None else cp_model.FEASIBLE), (int(s.value(v.ii)) if proven is None else bound)
         if status == cp_model.FEASIBLE:
-            return v, s, status, max(lo, math.ceil(s.best_objective_bound))
+            return v, s, status, bound if proven is not None else max(lo, math.ceil(s.best_objective_bound))
+        if status == cp_model.MODEL_INVALID:
+            raise RuntimeError(f"internal error: invalid CP-SAT model ({v.m.validate()[:300]})")
         if status == cp_model.INFEASIBLE:
             if report:
                 report(f"II window [{lo}, {hi}]: proven infeasible ({clock.elapsed():.1f}s)")
-            lo, width = hi + 1, max(8, 2 * width + 1, lo // 64)
-            continue
-        if status == cp_model.MODEL_INVALID:
-            raise RuntimeError(f"internal error: invalid CP-SAT model ({v.m.validate()[:300]})")
-        return None, None, status, lo  # time ran out before any schedule was found
+        else:
+            proven = bound
+            if report:
+                report(f"II window [{lo}, {hi}]: undecided in its time slice; moving on ({clock.elapsed():.1f}s)")
+        lo, width = hi + 1, max(8, 2 * width + 1, lo // 64)
+    if proven is not None or clock.left() <= 0:
+        return None, None, cp_model.UNKNOWN, proven if proven is not None else lo
     raise InfeasibleError(f"{problem.body.name!r} on {problem.arch.name!r}: no schedule exists for any II up to "
                           f"{cap} (a fully sequential iteration); a constraint can never be met",
                           reason="search exhausted")
+
+
+def _hint_starts_groups(v: ScheduleModel, hint: dict) -> None:
+    for name, var in v.start.items():
+        v.m.add_hint(var, hint["starts"][name])
+    for name, var in v.group_of.items():
+        v.m.add_hint(var, hint["groups"][name])
 
 
 def _hint_all(v: ScheduleModel, values: dict[int, int]) -> None:

@@ -1,0 +1,65 @@
+"""Whole-kernel estimates, checked against arithmetic done by hand."""
+
+from __future__ import annotations
+
+import pytest
+
+from twill.estimate import causal_iterations, estimate_fa_backward, estimate_fa_forward, estimate_gemm
+from twill.registry import get_arch
+
+H100 = get_arch("h100")
+FA = {"batch": 2, "heads": 16, "seqlen": 8192, "head_dim": 128, "block_m": 128, "block_n": 128}
+
+
+def test_fa_forward_by_hand():
+    e = estimate_fa_forward(H100, 2048, **FA)
+    assert (e.ctas, e.waves, e.iterations_per_cta, e.cycles_per_cta) == (2 * 16 * 64, 16, 64, 64 * 2048)
+    # 16 waves x 131072 cycles = 2^21 cycles at 1830 MHz
+    assert e.seconds == pytest.approx(2**21 / 1.83e9, rel=1e-12)
+    assert e.seconds == pytest.approx(1.1459847e-3, rel=1e-7)
+    # 4 * 2 * 16 * 8192^2 * 128 = 2^40 FLOP; 2^40 / (2^21 / 1.83e9) = 2^19 * 1.83e9 = 959.44704 TFLOP/s
+    assert e.flops == 2.0**40
+    assert e.tflops == pytest.approx(959.44704, rel=1e-12)
+    # peak: 132 SMs * 4096 FLOP/clk * 1.83 GHz = 989.42976 TFLOP/s; the gap is wave quantisation
+    assert e.peak_tflops == pytest.approx(989.42976, rel=1e-12)
+    assert e.fraction_of_peak == pytest.approx(2048 / (16 * 132), rel=1e-12)
+    text = "\n".join(e.lines())
+    assert "16 waves" in text and "959.4 TFLOP/s" in text and "97.0%" in text
+
+
+def test_prologue_adds_per_wave():
+    e = estimate_fa_forward(H100, 2048, prologue_cycles=5000, **FA)
+    assert e.cycles_per_cta == 64 * 2048 + 5000
+    assert e.seconds == pytest.approx(16 * (64 * 2048 + 5000) / 1.83e9, rel=1e-12)
+
+
+def test_causal_halves_work_and_iterations():
+    # Q block b sees b + 1 key blocks: (1 + ... + 64) / 64 = 32.5 -> 33
+    assert causal_iterations(8192, 128, 128) == 33
+    e = estimate_fa_forward(H100, 2048, causal=True, **FA)
+    assert e.iterations_per_cta == 33 and e.flops == 2.0**39
+    assert e.seconds == pytest.approx(16 * 33 * 2048 / 1.83e9, rel=1e-12)
+
+
+def test_fa_backward_by_hand():
+    e = estimate_fa_backward(H100, 3000, **{**FA, "block_m": 64})
+    # one CTA per K/V block of 128 rows, looping over Q blocks of 64 rows
+    assert (e.ctas, e.waves, e.iterations_per_cta) == (2048, 16, 128)
+    assert e.flops == 10 * 2 * 16 * 8192**2 * 128
+    assert e.seconds == pytest.approx(16 * 128 * 3000 / 1.83e9, rel=1e-12)
+    assert e.tflops == pytest.approx(e.flops / e.seconds / 1e12)
+
+
+def test_gemm_by_hand():
+    e = estimate_gemm(H100, 1024, m=8192, n=8192, k=8192, block_m=128, block_n=256, block_k=64)
+    assert (e.ctas, e.waves, e.iterations_per_cta) == (64 * 32, 16, 128)
+    assert e.seconds == pytest.approx(16 * 128 * 1024 / 1.83e9, rel=1e-12)
+    # 2 * 8192^3 = 2^40 FLOP in 2^21 cycles: the same 959.44704 TFLOP/s as the attention case
+    assert e.tflops == pytest.approx(959.44704, rel=1e-12)
+
+
+def test_rejects_nonsense():
+    with pytest.raises(ValueError):
+        estimate_gemm(H100, 1024, m=0, n=1, k=1, block_m=1, block_n=1, block_k=1)
+    with pytest.raises(ValueError):
+        estimate_fa_forward(H100, -1, **FA)

@@ -1,0 +1,398 @@
+"""The ``twill`` command line: argparse -> public API -> tables and pictures.
+
+Every ``TwillError`` becomes one line on stderr and exit status 2; nothing else prints a
+traceback on bad input. Long solves report progress on stderr, results go to stdout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+
+from .errors import TwillError
+
+__all__ = ["main"]
+
+EPILOG = """examples:
+  twill archs
+  twill programs
+  twill show fa_fwd --arch h100
+  twill solve fa_fwd --arch h100 -p subtiles=2 --gantt fa_fwd.png --out fa_fwd.json
+  twill solve ../shared/ddg/fa_bwd.b200.curated_ddg.json --arch b200 --swp-only
+  twill validate fa_fwd.json
+  twill simulate fa_fwd.json --iterations 16 --trace fa_fwd.trace.json
+  twill estimate fa_fwd.json --batch 2 --heads 16 --seqlen 8192
+"""
+
+
+def _table(rows: list[list[str]], header: list[str]) -> str:
+    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
+    line = lambda r: "  ".join(str(c).ljust(w) for c, w in zip(r, widths)).rstrip()  # noqa: E731
+    return "\n".join([line(header), line(["-" * w for w in widths]), *(line(r) for r in rows)])
+
+
+def _arch(name: str):
+    from .registry import get_arch
+
+    return get_arch(name)
+
+
+def _problem(args: argparse.Namespace):
+    from .problem import build_problem
+    from .programs import _resolve, load_program, parse_params
+
+    arch = _arch(args.arch)
+    params: dict = {}
+    if args.param:
+        if args.program.endswith(".json"):
+            raise TwillError(f"program {args.program!r}: a graph file takes no parameters")
+        from .programs import _info
+
+        params = parse_params(args.param, _info(_resolve(args.program)).parameters)
+    body = load_program(args.program, arch, params)
+    return build_problem(body, arch)
+
+
+# -- commands ---------------------------------------------------------------------------------
+def cmd_archs(args: argparse.Namespace) -> int:
+    from .registry import available_archs
+
+    archs = available_archs()
+    rows = []
+    for a in archs:
+        rows.append([a.name, str(a.chip["sms"].value), str(a.rates["tensor_flops_per_clk_fp16"].value),
+                     str(a.rates["mufu_ops_per_clk"].value), f"{a.limit('smem_bytes_per_cta') // 1024} KiB",
+                     str(a.limit("regs_per_sm")), str(a.limit("tmem_cols")), ",".join(a.unit_names()), a.origin])
+    print(_table(rows, ["arch", "SMs", "tensor FLOP/clk/SM", "MUFU/clk/SM", "SMEM/CTA", "regs/SM", "TMEM cols",
+                        "units", "from"]))
+    if args.sources:
+        for a in archs:
+            print(f"\n{a.name}: {a.description}")
+            for key, fact in a.all_facts().items():
+                print(f"  {key} = {fact.value}    [{fact.source}]")
+    else:
+        print("\nsources of the numbers above (twill archs --sources lists every fact):")
+        for a in archs:
+            for key in ("sms", "tensor_flops_per_clk_fp16", "mufu_ops_per_clk"):
+                table = a.chip if key == "sms" else a.rates
+                print(f"  {a.name}.{key}: {table[key].source}")
+    return 0
+
+
+def cmd_programs(args: argparse.Namespace) -> int:
+    from .programs import describe_parameters, list_programs
+
+    rows = [[p.name, describe_parameters(p) or "-", p.description] for p in list_programs()]
+    print(_table(rows, ["program", "parameters (defaults)", "description"]))
+    print("\nA PROGRAM argument may also be a .py file defining build(arch, **params), or a curated-ddg .json graph.")
+    return 0
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    from .bounds import compute_bounds
+
+    p = _problem(args)
+    print(f"{p.body.name} on {p.arch.name}: {len(p.ops)} ops, {len(p.edges)} edges"
+          + (f"  ({', '.join(f'{k}={v}' for k, v in p.body.params.items())})" if p.body.params else ""))
+    rows = []
+    for op in p.ops:
+        uses = ", ".join(f"{u.unit}:{u.length}" + (f"@{u.offset}" if u.offset else "") +
+                         (f"x{u.amount}" if u.amount > 1 else "") for u in op.uses) or "-"
+        flags = "".join(["A" if op.is_async else "S", "V" if op.variable_latency else "", "T" if op.streaming else ""])
+        rows.append([op.name, op.kind, uses, str(op.latency), str(p.hold(op.name)), op.issuer.value, flags,
+                     str(op.regs or ""), str(op.smem_bytes or ""), str(op.tmem_cols or "")])
+    print(_table(rows, ["op", "kind", "unit:cycles", "latency", "hold", "issuer", "flags", "regs", "smem B",
+                        "tmem cols"]))
+    print("flags: A async, S sync, V variable latency, T streaming; hold = cycles the issuing warp group is busy")
+    b = compute_bounds(p)
+    print("\nunit work per iteration (ResMII per unit):")
+    print(_table([[u.unit, str(u.work), str(u.capacity), str(u.ii)] for u in b.units],
+                 ["unit", "unit-cycles", "capacity", "bound"]))
+    print(f"\nResMII = {b.res_mii}   RecMII = {b.rec_mii}   MII = {b.mii}")
+    print(f"binding: {b.binding()}")
+    if b.recurrence:
+        r = b.recurrence
+        print(f"critical recurrence: {' -> '.join(r.ops)} -> {r.ops[0]} (latency {r.latency}, distance {r.distance})")
+    return 0
+
+
+def _options(args: argparse.Namespace):
+    from .solver import SolveOptions
+
+    return SolveOptions(
+        objective=tuple(x.strip() for x in args.objective.split(",")),
+        swp_only=args.swp_only,
+        time_limit=args.time_limit,
+        phase_limit=args.phase_limit,
+        workers=args.workers,
+        max_groups=args.max_groups,
+        max_warps=args.max_warps,
+        no_handoff=args.no_handoff,
+        progress=None if args.quiet else (lambda msg: print(msg, file=sys.stderr, flush=True)),
+    )
+
+
+def print_summary(problem, sched) -> None:
+    from .bounds import compute_bounds
+
+    b = compute_bounds(problem)
+    print(f"{sched.program} on {sched.arch}: II = {sched.ii} cycles ({sched.status}), lower bound {sched.ii_lower_bound}")
+    print(f"  proof: {sched.proof}")
+    print(f"  bounds: ResMII {b.res_mii}, RecMII {b.rec_mii}; binding: {b.binding()}")
+    print(f"  length {sched.length} cycles, {sched.stages} stages, solved in {sched.solve_seconds:.1f} s")
+    secondary = {k: v for k, v in sched.objective_values.items() if k != "ii"}
+    proven = sched.options.get("objective_proven", {})
+    if secondary:
+        print("  objectives: " + ", ".join(f"{k} {v}" + ("" if proven.get(k, True) else " (best found)")
+                                         for k, v in secondary.items()))
+    print("\nunit utilization in the steady state:")
+    rows = [[u.unit, str(u.work), f"{100 * u.work / (u.capacity * sched.ii):.1f}%"] for u in b.units]
+    print(_table(rows, ["unit", "busy cycles / II", "utilization"]))
+    print("\nwarp groups:")
+    rows = [[str(g.id), str(g.warps), str(g.regs_per_thread if g.regs_per_thread is not None else "-"), g.role,
+             " ".join(g.ops)] for g in sched.groups]
+    print(_table(rows, ["group", "warps", "regs/thread", "role", "ops"]))
+    print("\nschedule (start = issue cycle in iteration 0; stage = start // II):")
+    rows = [[o.id, o.name, o.unit or "-", str(o.start), str(o.stage), str(o.offset), str(o.group)]
+            for o in sorted(sched.ops, key=lambda o: (o.start, o.id))]
+    print(_table(rows, ["op", "kind", "unit", "start", "stage", "offset", "group"]))
+    bufs = [b for b in sched.buffers if b.memory != "regs"]
+    if bufs:
+        print("\nbuffers:")
+        print(_table([[b.value, b.memory, str(b.copies), str(b.bytes)] for b in bufs],
+                     ["value", "memory", "copies", "bytes"]))
+
+
+def cmd_solve(args: argparse.Namespace) -> int:
+    from .solver import solve
+
+    problem = _problem(args)
+    sched = solve(problem, _options(args))
+    print_summary(problem, sched)
+    _check(problem, sched)
+    if args.out:
+        sched.write(args.out)
+        print(f"\nwrote {args.out}")
+    if args.gantt:
+        _write_gantt(problem, sched, args.gantt)
+    if args.trace:
+        _write_static_trace(problem, sched, args.trace)
+    return 0
+
+
+def _check(problem, sched) -> None:
+    """Every schedule twill prints passes the independent validator, or the command fails."""
+    from .validate import validate
+
+    violations = validate(problem, sched)
+    if violations:
+        raise TwillError(f"internal error: the solver's schedule fails validation: {violations[0].message} "
+                         f"(and {len(violations) - 1} more)")
+    print("\nvalidator: the schedule passes every check")
+
+
+def _write_gantt(problem, sched, path: str) -> None:
+    from .gantt import render_gantt, schedule_gantt
+
+    render_gantt(schedule_gantt(problem, sched), path)
+    print(f"wrote {path}")
+
+
+def _write_static_trace(problem, sched, path: str) -> None:
+    from .perfetto import write_trace
+    from .timeline import static_spans
+
+    write_trace(static_spans(problem, sched, sched.stages + 2), path, clock_mhz=float(problem.arch.chip["clock_mhz"].value),
+                name=f"{sched.program} on {sched.arch} (static schedule)")
+    print(f"wrote {path}")
+
+
+def _load(path: str):
+    from .schedule import Schedule
+    from .validate import problem_for
+
+    sched = Schedule.read(path)
+    return problem_for(sched), sched
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    from .validate import validate
+
+    problem, sched = _load(args.schedule)
+    violations = validate(problem, sched)
+    if not violations:
+        print(f"{args.schedule}: valid ({len(sched.ops)} ops, II {sched.ii}, {len(sched.groups)} groups)")
+        return 0
+    for v in violations:
+        print(f"{v.rule}: {v.message}")
+    print(f"{args.schedule}: {len(violations)} violation(s)", file=sys.stderr)
+    return 1
+
+
+def cmd_simulate(args: argparse.Namespace) -> int:
+    from .sim import simulate
+
+    problem, sched = _load(args.schedule)
+    result = simulate(problem, sched, iterations=args.iterations, jitter=args.jitter, seed=args.seed)
+    print(f"{sched.program} on {sched.arch}: simulated {args.iterations} iterations")
+    print(f"  achieved interval {result.achieved_ii} cycles per iteration (schedule II {sched.ii})")
+    print(f"  total {result.total_cycles} cycles")
+    print("\nunit utilization:")
+    print(_table([[u, f"{100 * x:.1f}%"] for u, x in sorted(result.unit_utilization.items())], ["unit", "busy"]))
+    print("\nstall cycles per group:")
+    rows = [[str(g), ", ".join(f"{k} {v}" for k, v in causes.items() if v) or "none"]
+            for g, causes in sorted(result.stalls.items())]
+    print(_table(rows, ["group", "stalls by cause"]))
+    for w in result.warnings:
+        print(f"warning: {w}")
+    if args.trace:
+        from .perfetto import write_trace
+
+        write_trace(list(result.trace.spans), args.trace, clock_mhz=float(problem.arch.chip["clock_mhz"].value),
+                    name=f"{sched.program} on {sched.arch} (simulated)")
+        print(f"wrote {args.trace}")
+    if args.gantt:
+        from .gantt import gantt_figure, render_gantt
+
+        fig = gantt_figure(list(result.trace.spans), ii=sched.ii, title=f"{sched.program} on {sched.arch}: simulated")
+        render_gantt(fig, args.gantt)
+        print(f"wrote {args.gantt}")
+    return 0
+
+
+def cmd_gantt(args: argparse.Namespace) -> int:
+    problem, sched = _load(args.schedule)
+    if args.simulated:
+        from .gantt import gantt_figure, render_gantt
+        from .sim import simulate
+
+        result = simulate(problem, sched, iterations=args.iterations)
+        fig = gantt_figure(list(result.trace.spans), ii=sched.ii, title=f"{sched.program} on {sched.arch}: simulated")
+        render_gantt(fig, args.output)
+        print(f"wrote {args.output}")
+    else:
+        _write_gantt(problem, sched, args.output)
+    return 0
+
+
+def cmd_estimate(args: argparse.Namespace) -> int:
+    from . import estimate as est
+
+    problem, sched = _load(args.schedule)
+    params = dict(sched.body.params)
+    arch = problem.arch
+    prologue = max(0, sched.length - sched.ii)
+    if sched.program == "fa_fwd":
+        e = est.estimate_fa_forward(arch, sched.ii, batch=args.batch, heads=args.heads, seqlen=args.seqlen,
+                                    head_dim=params.get("head_dim", 128), block_m=params.get("block_m", 128),
+                                    block_n=params.get("block_n", 128), causal=args.causal, prologue_cycles=prologue)
+    elif sched.program == "fa_bwd":
+        e = est.estimate_fa_backward(arch, sched.ii, batch=args.batch, heads=args.heads, seqlen=args.seqlen,
+                                     head_dim=params.get("head_dim", 128), block_m=params.get("block_m", 64),
+                                     block_n=params.get("block_n", 128), causal=args.causal, prologue_cycles=prologue)
+    else:
+        raise TwillError(f"estimate: no whole-kernel model for program {sched.program!r} (fa_fwd and fa_bwd have one)")
+    print("\n".join(e.lines()))
+    return 0
+
+
+# -- parser -----------------------------------------------------------------------------------
+def _program_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("program", help="built-in program name (see 'twill programs'), a .py file, or a curated-ddg .json")
+    p.add_argument("--arch", "-a", required=True, help="arch name (see 'twill archs') or a .toml file")
+    p.add_argument("--param", "-p", action="append", default=[], metavar="NAME=VALUE",
+                   help="program parameter, e.g. -p subtiles=2 (repeatable)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="twill",
+        description="twill finds the proven-optimal software pipeline and warp specialization of a GPU loop body "
+                    "for an architecture model, checks it with an independent validator and a simulator, and draws it.",
+        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = sub.add_parser("archs", help="list the architecture models and where their numbers come from")
+    p.add_argument("--sources", action="store_true", help="print every fact of every arch with its source")
+    p.set_defaults(func=cmd_archs)
+
+    p = sub.add_parser("programs", help="list the built-in loop-body programs and their parameters")
+    p.set_defaults(func=cmd_programs)
+
+    p = sub.add_parser("show", help="show a program's ops, costs and lower bounds on an arch")
+    _program_args(p)
+    p.set_defaults(func=cmd_show)
+
+    p = sub.add_parser("solve", help="find the optimal modulo schedule and warp specialization")
+    _program_args(p)
+    p.add_argument("--objective", default="ii,groups,handoffs,regs,length",
+                   help="lexicographic objectives, II first (default: %(default)s)")
+    p.add_argument("--swp-only", action="store_true", help="pure modulo scheduling: no warp groups, registers or memory")
+    p.add_argument("--time-limit", type=float, default=120.0, help="seconds for the whole solve (default %(default)s)")
+    p.add_argument("--phase-limit", type=float, default=10.0,
+                   help="seconds for each secondary objective (default %(default)s)")
+    p.add_argument("--workers", type=int, default=0, help="CP-SAT workers (default: one per core)")
+    p.add_argument("--max-groups", type=int, default=8, help="most warp groups considered (default %(default)s)")
+    p.add_argument("--max-warps", type=int, default=None, help="ablation: allow fewer warps than the CTA holds")
+    p.add_argument("--no-handoff", action="store_true", help="ablation: no register value may cross warp groups")
+    p.add_argument("--out", "-o", help="write the schedule as twill.schedule/1 JSON")
+    p.add_argument("--gantt", help="write a Gantt chart (.png or .svg)")
+    p.add_argument("--trace", help="write a Perfetto / Chrome trace of the static schedule (.json)")
+    p.add_argument("--quiet", "-q", action="store_true", help="no progress on stderr")
+    p.set_defaults(func=cmd_solve)
+
+    p = sub.add_parser("validate", help="check a schedule file against every rule; exit 1 on violations")
+    p.add_argument("schedule", help="a twill.schedule/1 JSON file")
+    p.set_defaults(func=cmd_validate)
+
+    p = sub.add_parser("simulate", help="run a schedule in the discrete-event GPU timeline simulator")
+    p.add_argument("schedule", help="a twill.schedule/1 JSON file")
+    p.add_argument("--iterations", "-n", type=int, default=16, help="loop trip count (default %(default)s)")
+    p.add_argument("--jitter", type=float, default=0.0, help="relative random extra latency of variable-latency ops")
+    p.add_argument("--seed", type=int, default=0, help="seed for --jitter")
+    p.add_argument("--trace", help="write the simulated timeline as a Perfetto / Chrome trace (.json)")
+    p.add_argument("--gantt", help="write the simulated timeline as a Gantt chart (.png or .svg)")
+    p.set_defaults(func=cmd_simulate)
+
+    p = sub.add_parser("gantt", help="draw a schedule (or its simulated timeline) as a Gantt chart")
+    p.add_argument("schedule", help="a twill.schedule/1 JSON file")
+    p.add_argument("--output", "-o", required=True, help="output file (.png or .svg)")
+    p.add_argument("--simulated", action="store_true", help="draw the simulated timeline instead of the static one")
+    p.add_argument("--iterations", "-n", type=int, default=6, help="iterations to simulate (default %(default)s)")
+    p.set_defaults(func=cmd_gantt)
+
+    p = sub.add_parser("estimate", help="whole-kernel time and TFLOP/s of a FlashAttention schedule")
+    p.add_argument("schedule", help="a twill.schedule/1 JSON file of fa_fwd or fa_bwd")
+    p.add_argument("--batch", type=int, default=2)
+    p.add_argument("--heads", type=int, default=16)
+    p.add_argument("--seqlen", type=int, default=8192)
+    p.add_argument("--causal", action="store_true")
+    p.set_defaults(func=cmd_estimate)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return args.func(args)
+    except TwillError as err:
+        print(f"twill: error: {err}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("twill: interrupted", file=sys.stderr)
+        return 130
+    except (BrokenPipeError, OSError) as err:
+        if isinstance(err, BrokenPipeError):
+            return 0
+        print(f"twill: error: {err}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
+
+
+

@@ -111,8 +111,6 @@ class ScheduleModel:
         self.lifetime: dict[str, tuple[cp_model.IntVar, cp_model.IntVar]] = {}  # full copies, remainder
         self.handoff_terms: list[LinearExpr] = []  # SMEM bytes staged by cross-group hand-offs
         self.objective_terms: dict[str, LinearExpr] = {"ii": self.ii, "length": self.length}
-        self._live: dict[tuple[str, str], LinearExpr] = {}
-        self._same_pair: dict[tuple[str, str], cp_model.IntVar] = {}
 
     # -- facts derived from the problem ------------------------------------------------------
     def _span(self, op: Op) -> int:
@@ -151,41 +149,6 @@ class ScheduleModel:
         m.add(rest == life - full_ii)
         self.lifetime[op.name] = (full, rest)
         return full, rest
-
-    def live_at_start_of(self, u: Op, w: Op) -> LinearExpr:
-        """Copies of ``w``'s result alive when ``u``'s result is created (at offset[u]).
-
-        Live storage over modular time only rises where some result is created, so checking
-        every creation point bounds the peak exactly (design.md §2.8).
-        """
-        full, rest = self.lifetime_of(w)
-        if u is w:
-            partial = self.m.new_bool_var(f"live_partial[{w.name}]")
-            self.m.add(rest >= 1).only_enforce_if(partial)
-            self.m.add(rest == 0).only_enforce_if(~partial)
-            return full + partial
-        key = (u.name, w.name)
-        if key not in self._live:
-            m = self.m
-            diff = self.offset[u.name] - self.offset[w.name]
-            inside = m.new_bool_var(f"live[{w.name}@{u.name}]")
-            before = m.new_bool_var(f"wrapped[{w.name}@{u.name}]")
-            m.add(diff < 0).only_enforce_if(before)
-            m.add(diff >= 0).only_enforce_if(~before)
-            # not counted => offset[u] lies outside [offset[w], offset[w] + rest) on the circle
-            m.add(diff >= rest).only_enforce_if([~inside, ~before])
-            m.add(diff + self.ii >= rest).only_enforce_if([~inside, before])
-            self._live[key] = full + inside
-        return self._live[key]
-
-    def same_group(self, a: str, b: str) -> cp_model.IntVar:
-        key = (min(a, b), max(a, b))
-        if key not in self._same_pair:
-            same = self.m.new_bool_var(f"same_group[{key[0]},{key[1]}]")
-            self.m.add(self.group_of[a] == self.group_of[b]).only_enforce_if(same)
-            self.m.add(self.group_of[a] != self.group_of[b]).only_enforce_if(~same)
-            self._same_pair[key] = same
-        return self._same_pair[key]
 
     def copies_of(self, op: Op) -> LinearExpr:
         """Ring depth of ``op``'s buffer: the most copies alive at once, ceil(lifetime / II)."""
@@ -406,26 +369,25 @@ def add_register_budgets(v: ScheduleModel) -> None:
     m, arch = v.m, v.p.arch
     reserved = arch.limit("regs_reserved_per_thread")
     m.add(32 * sum(v.reg_words) <= arch.limit("regs_per_sm"))
-    holders = [op for op in v.p.ops if op.regs]
-    rooms = []
+    window = m.new_interval_var(0, v.ii, v.ii, "window")  # the full copies: live at every cycle
     for g in v.groups:
-        room = m.new_int_var(0, 32 * _upper(v.reg_words[g]), f"register_room[{g}]")
-        m.add(room == 32 * (v.reg_words[g] - reserved * v.warps[g]))
-        rooms.append(room)
-    for u in holders:
-        terms = []
-        for w in holders:
-            count = v.live_at_start_of(u, w)
-            if u is w:
-                terms.append(w.regs * count)
+        intervals, demands = [], []
+        for op in v.p.ops:
+            if not op.regs:
                 continue
-            here = m.new_int_var(0, _upper(v.lifetime_of(w)[0]) + 1, f"live_same_group[{w.name}@{u.name}]")
-            same = v.same_group(u.name, w.name)
-            m.add(here == count).only_enforce_if(same)
-            m.add(here == 0).only_enforce_if(~same)
-            terms.append(w.regs * here)
-        for g in v.groups:
-            m.add(sum(terms) <= rooms[g]).only_enforce_if(v.in_group[u.name, g])
+            full, rest = v.lifetime_of(op)
+            x = v.in_group[op.name, g]
+            intervals += v.modular_copies(v.offset[op.name], rest, f"live[{op.name},{g}]", x)
+            demands += [op.regs, op.regs]
+            full_here = m.new_int_var(0, _upper(full), f"live_full[{op.name},{g}]")
+            m.add(full_here == full).only_enforce_if(x)
+            m.add(full_here == 0).only_enforce_if(~x)
+            intervals.append(window)
+            demands.append(op.regs * full_here)
+        if intervals:
+            room = m.new_int_var(0, 32 * _upper(v.reg_words[g]), f"register_room[{g}]")
+            m.add(room == 32 * (v.reg_words[g] - reserved * v.warps[g]))
+            m.add_cumulative(intervals, demands, room)
 
 
 def add_smem_capacity(v: ScheduleModel) -> None:
@@ -445,11 +407,19 @@ def add_tmem_capacity(v: ScheduleModel) -> None:
 
     Fact: TMEM columns are allocated per live tile; tiles with disjoint lifetimes can share
     columns, so the peak over the steady state is what must fit (§2.10).
-    Math: for every creation point t = offset[u]: sum_v tmem(v) * live_v(t) <= TMEM columns.
+    Math: per cycle t of the steady state: sum_v tmem(v) * live_v(t) <= TMEM columns.
     """
-    holders = [op for op in v.p.ops if op.tmem_cols]
-    for u in holders:
-        v.m.add(sum(w.tmem_cols * v.live_at_start_of(u, w) for w in holders) <= v.p.arch.limit("tmem_cols"))
+    intervals, demands = [], []
+    for op in v.p.ops:
+        if op.tmem_cols == 0:
+            continue
+        full, rest = v.lifetime_of(op)
+        intervals += v.modular_copies(v.offset[op.name], rest, f"tmem[{op.name}]")
+        demands += [op.tmem_cols, op.tmem_cols]
+        intervals.append(v.m.new_interval_var(0, v.ii, v.ii, f"tmem_full[{op.name}]"))
+        demands.append(op.tmem_cols * full)
+    if intervals:
+        v.m.add_cumulative(intervals, demands, v.p.arch.limit("tmem_cols"))
 
 
 # The order matters only where a family reads variables another creates (groups before the rest).
@@ -473,8 +443,8 @@ def build_model(problem: Problem, options: SolveOptions, ii_lo: int, ii_hi: int,
     """A model of every schedule of ``problem`` with II in [ii_lo, ii_hi].
 
     ``relaxed`` leaves out the peak-storage families (register budgets, TMEM), which make
-    feasible schedules hard to find, and minimises a register-pressure proxy instead; with the
-    full stage bound it is a relaxation, so when it is infeasible the full model is too.
+    feasible schedules hard to find; with the full stage bound it is a relaxation, so when it is
+    infeasible the full model is too.
     ``max_stage`` caps the stages (a heuristic search space for hints, design.md §3.2).
     """
     v = ScheduleModel(problem, options, ii_lo, ii_hi, max_stage)
@@ -482,11 +452,4 @@ def build_model(problem: Problem, options: SolveOptions, ii_lo: int, ii_hi: int,
     for name, family in families:
         if not (relaxed and name in RELAXED_AWAY):
             family(v)
-    if relaxed and v.joint:
-        # lexicographic by weights: II, then groups, then register-weighted lifetimes
-        pressure = [(op.regs // 64 or 1) * (v.lifetime_of(op)[0] * ii_hi + v.lifetime_of(op)[1])
-                    for op in problem.ops if op.regs]
-        w_groups = 1 + sum(op.regs // 64 or 1 for op in problem.ops if op.regs) * (v.max_stage + 3) * ii_hi
-        w_ii = w_groups * (len(v.groups) + 1)
-        v.m.minimize(w_ii * v.ii + w_groups * sum(v.used) + sum(pressure))
     return v

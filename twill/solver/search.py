@@ -100,40 +100,41 @@ def _short_stage_bound(problem: Problem, lo: int) -> int:
 
 
 def _relaxed_hint(problem: Problem, options: SolveOptions, lo: int, hi: int, clock: _Clock):
-    """Look for a schedule of the relaxation (no peak-storage families, register pressure
-    minimised, few stages) and check it against the full model.
+    """Look for a schedule of the relaxation (no peak-storage families, few stages) to hint the
+    full model with; the full model then only has to repair register and TMEM peaks.
 
-    Returns ("infeasible", None) when the relaxation proves the window empty, ("hint", values)
-    with a complete assignment of the full model when the relaxed schedule passes every family,
-    ("partial", values) with the relaxed starts and groups otherwise, or ("unknown", None).
+    Returns ("infeasible", None) when the relaxation, with the full stage bound, proves the window
+    empty; ("partial", starts and groups) when it found a schedule; ("unknown", None) otherwise.
     """
     short = _short_stage_bound(problem, lo)
     r = build_model(problem, options, lo, hi, relaxed=True, max_stage=short)
-    # first the smallest II of the relaxation, then, at that II, few groups and low pressure
     r.m.minimize(r.ii)
-    s = _solver(min(clock.left(), max(4.0, 0.2 * options.time_limit)), options.workers)
+    s = _solver(min(clock.left(), max(4.0, 0.15 * options.time_limit)), options.workers)
     status = s.solve(r.m)
     if status == cp_model.INFEASIBLE:
         return ("infeasible", None) if r.max_stage >= r._stage_bound() else ("unknown", None)
     if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         return "unknown", None
-    ii = int(s.value(r.ii))
+    # at that II, prefer few groups and short register lifetimes: such hints fit the budgets
+    ii, first = int(s.value(r.ii)), _assignment(r, s)
     r = build_model(problem, options, ii, ii, relaxed=True, max_stage=short)
+    _hint_starts_groups(r, first)
+    r.m.minimize(_pressure_objective(r))
     s = _solver(min(clock.left(), max(3.0, 0.05 * options.time_limit)), options.workers)
     status = s.solve(r.m)
-    if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-        return "unknown", None
-    ii = int(s.value(r.ii))
-    starts, groups = _starts(r, s), {k: int(s.value(x)) for k, x in r.group_of.items()}
-    check = build_model(problem, options, ii, ii)
-    for name, var in check.start.items():
-        check.m.add(var == starts[name])
-    for name, var in check.group_of.items():
-        check.m.add(var == groups[name])
-    cs = _solver(min(clock.left(), 5.0), options.workers)
-    if cs.solve(check.m) in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-        return "hint", {i: cs.value(check.m.get_int_var_from_proto_index(i)) for i in range(len(check.m.proto.variables))}
-    return "partial", {"starts": starts, "groups": groups}
+    return "partial", (_assignment(r, s) if status in (cp_model.OPTIMAL, cp_model.FEASIBLE) else first)
+
+
+def _assignment(v: ScheduleModel, s: cp_model.CpSolver) -> dict:
+    return {"starts": _starts(v, s), "groups": {k: int(s.value(x)) for k, x in v.group_of.items()}}
+
+
+def _pressure_objective(v: ScheduleModel) -> cp_model.LinearExprT:
+    """Groups first, then register words weighted by how long they live."""
+    words = [(op.regs // 64 or 1) * (v.lifetime_of(op)[0] * v.ii_hi + v.lifetime_of(op)[1])
+             for op in v.p.ops if op.regs]
+    weight = 1 + sum(op.regs // 64 or 1 for op in v.p.ops if op.regs) * (v.max_stage + 3) * v.ii_hi
+    return weight * v.objective_terms["groups"] + sum(words)
 
 
 def _window_search(problem: Problem, options: SolveOptions, lb: int, clock: _Clock):
@@ -153,12 +154,10 @@ def _window_search(problem: Problem, options: SolveOptions, lb: int, clock: _Clo
             continue
         v = build_model(problem, options, lo, hi)
         v.m.minimize(v.ii)
-        if verdict == "hint":
-            _hint_all(v, hint)
-        elif verdict == "partial":
+        if verdict == "partial":
             _hint_starts_groups(v, hint)
-        if report and verdict in ("hint", "partial"):
-            report(f"  relaxation found a schedule ({verdict} hint, {clock.elapsed():.1f}s)")
+        if report and verdict == "partial":
+            report(f"  relaxation found a schedule to start from ({clock.elapsed():.1f}s)")
         s = _solver(min(clock.left(), max(5.0, options.time_limit / 4)), options.workers)
         status = s.solve(v.m, _Progress(report, "II", clock))
         bound = proven if proven is not None else lo
@@ -181,6 +180,13 @@ def _window_search(problem: Problem, options: SolveOptions, lb: int, clock: _Clo
     raise InfeasibleError(f"{problem.body.name!r} on {problem.arch.name!r}: no schedule exists for any II up to "
                           f"{cap} (a fully sequential iteration); a constraint can never be met",
                           reason="search exhausted")
+
+
+def _hint_starts_groups(v: ScheduleModel, hint: dict) -> None:
+    for name, var in v.start.items():
+        v.m.add_hint(var, hint["starts"][name])
+    for name, var in v.group_of.items():
+        v.m.add_hint(var, hint["groups"][name])
 
 
 def _hint_starts_groups(v: ScheduleModel, hint: dict) -> None:

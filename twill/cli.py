@@ -10,7 +10,6 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-
 from .errors import TwillError
 
 __all__ = ["main"]

@@ -1,0 +1,35 @@
+"""Shared fixtures: archs, programs and the shared dependence graphs (skipped when absent)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from twill.problem import build_problem
+from twill.programs import load_program
+from twill.registry import get_arch
+
+SHARED_DDG = Path(__file__).resolve().parents[2] / "shared" / "ddg"
+
+
+@pytest.fixture(scope="session")
+def h100():
+    return get_arch("h100")
+
+
+@pytest.fixture(scope="session")
+def b200():
+    return get_arch("b200")
+
+
+def problem(name: str, arch_name: str, **params):
+    arch = get_arch(arch_name)
+    return build_problem(load_program(name, arch, params), arch)
+
+
+def shared_graph(name: str) -> Path:
+    path = SHARED_DDG / f"{name}.b200.curated_ddg.json"
+    if not path.is_file():
+        pytest.skip(f"{path} is not available (../shared is absent)")
+    return path

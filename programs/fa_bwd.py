@@ -29,7 +29,7 @@ def build(arch: Arch, block_m: int, block_n: int, head_dim: int, dtype: str, sub
     # dV and dK accumulate over sub-tiles in order, then into the next iteration
     for acc in ("dv", "dk"):
         chain = [f"{acc}{s}" for s in range(subtiles)]
-        for a, c in zip(chain, chain[1:]):
+        for a, c in zip(chain, chain[1:], strict=False):
             _accumulate(b, a, c, 0)
         _accumulate(b, chain[-1], chain[0], 1)
     return b.build()

@@ -279,18 +279,18 @@ def add_warp_groups(v: ScheduleModel) -> None:
         words = m.new_int_var(0, sizes[-1] * budgets[-1], f"warp_regs[{g}]")
         m.add_multiplication_equality(words, [v.warps[g], v.regs[g]])
         v.reg_words.append(words)
-    for a, b in zip(v.used, v.used[1:]):
+    for a, b in zip(v.used, v.used[1:], strict=False):
         m.add_implication(b, a)  # groups are used in order: breaks label symmetry
     prefix_max = None
     for op in v.p.ops:
         xs = [m.new_bool_var(f"in_group[{op.name},{g}]") for g in v.groups]
         m.add_exactly_one(xs)
-        for g, x in zip(v.groups, xs):
+        for g, x in zip(v.groups, xs, strict=True):
             v.in_group[op.name, g] = x
             m.add_implication(x, v.used[g])
             m.add(v.warps[g] >= op.min_warps).only_enforce_if(x)
         grp = v.group_of[op.name] = m.new_int_var(0, len(v.groups) - 1, f"group[{op.name}]")
-        m.add(grp == sum(g * x for g, x in zip(v.groups, xs)))
+        m.add(grp == sum(g * x for g, x in zip(v.groups, xs, strict=True)))
         # an op opens at most the next unused group label (symmetry breaking, §2.9)
         if prefix_max is None:
             m.add(grp == 0)

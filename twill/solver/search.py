@@ -214,9 +214,15 @@ def _fixed(problem: Problem, options: SolveOptions, ii: int, fixed: dict[str, in
     return v
 
 
-def _hint(v: ScheduleModel, values: dict[str, int]) -> None:
-    for name, var in v.start.items():
-        v.m.add_hint(var, values[name])
+def _solution(v: ScheduleModel, s: cp_model.CpSolver) -> list[int]:
+    return [int(x) for x in s.response_proto.solution]
+
+
+def _hint_solution(v: ScheduleModel, solution: list[int]) -> None:
+    """A complete hint: the model's last solution, variable by variable."""
+    v.m.clear_hints()
+    for i, value in enumerate(solution):
+        v.m.add_hint(v.m.get_int_var_from_proto_index(i), value)
 
 
 def _starts(v: ScheduleModel, s: cp_model.CpSolver) -> dict[str, int]:
@@ -261,25 +267,27 @@ def solve(problem: Problem, options: SolveOptions | None = None) -> Schedule:
                               reason="time limit")
     ii = int(s.value(v.ii))
     optimal = status == cp_model.OPTIMAL
-    starts = _starts(v, s)
     values: dict[str, int] = {"ii": ii}
     proven: dict[str, bool] = {"ii": optimal}
-    # secondary objectives, each minimised with the earlier ones fixed
+    # secondary objectives on the same model, II fixed, each hinted with the last solution
+    v.m.add(v.ii == ii)
+    solution = _solution(v, s)
     for name in options.objective[1:]:
-        if options.swp_only and name in ("groups", "handoffs", "regs"):
+        if name not in v.objective_terms:
             continue
-        w = _fixed(problem, options, ii, values)
-        _hint(w, starts)
-        w.m.minimize(w.objective_terms[name])
+        _hint_solution(v, solution)
+        v.m.minimize(v.objective_terms[name])
         ws = _solver(max(min(clock.left(), options.phase_limit), 1.0), options.workers)
-        st = ws.solve(w.m, _Progress(report, name, clock))
+        st = ws.solve(v.m, _Progress(report, name, clock))
         if st not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
             break
         values[name] = int(ws.objective_value)
         proven[name] = st == cp_model.OPTIMAL
-        starts = _starts(w, ws)
+        v.m.add(v.objective_terms[name] <= values[name])
+        solution = _solution(v, ws)
         if report:
             report(f"{name} = {values[name]} ({'proven' if proven[name] else 'best found'}, {clock.elapsed():.1f}s)")
+    starts = {name: solution[var.index] for name, var in v.start.items()}
     final, fs = _canonical(problem, options, ii, values, starts, clock)
     proof = _proof(optimal, ii, lb, proven_lb, bounds)
     if report:
@@ -369,6 +377,7 @@ def _extract(problem, options, v: ScheduleModel, s: cp_model.CpSolver, optimal, 
         objective=tuple(options.objective), objective_values={name: int(s.value(v.objective_terms[name])) for name in options.objective
                           if name in v.objective_terms},
         options={"max_groups": options.max_groups, "max_warps": options.max_warps, "no_handoff": options.no_handoff,
+                 "isolate_variable_latency": options.isolate_variable_latency,
                  "objective_proven": proven},
         arch_path=str(problem.arch.path) if problem.arch.origin == "file" and problem.arch.path else None,
     )

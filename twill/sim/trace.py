@@ -12,22 +12,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
+from ..timeline import Span
+
 __all__ = ["Span", "Trace", "SPAN_KINDS"]
 
 SPAN_KINDS = ("busy", "issue", "hold", "wait")
-
-
-@dataclass(frozen=True, slots=True)
-class Span:
-    """One interval [start, end) of ``op`` in ``iteration``; ``unit`` is set for ``busy`` spans."""
-
-    op: str
-    iteration: int
-    group: int
-    unit: str | None
-    start: int
-    end: int
-    kind: str
 
 
 @dataclass(frozen=True, slots=True)

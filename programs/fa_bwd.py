@@ -10,7 +10,10 @@ live in TMEM, S and dP are read from TMEM and P, dS are written back for the nex
 from twill import Arch, Carrier, LoopBuilder, ops
 
 DESCRIPTION = "FlashAttention backward, single pass (5 GEMMs, 1 exp, dQ atomic reduce), Q sub-tiles"
-PARAMETERS = {"block_m": 64, "block_n": 128, "head_dim": 128, "dtype": "fp16", "subtiles": 1}
+# block_n = 64 by default: FA3 runs 64 x 128 with dK and dV split over two warpgroups, which a tile-level
+# op cannot express; with block_n = 128 one group would hold 2 x 128 x 128 FP32 accumulators (256
+# registers per thread in a warpgroup) and no schedule fits Hopper's register file.
+PARAMETERS = {"block_m": 64, "block_n": 64, "head_dim": 128, "dtype": "fp16", "subtiles": 1}
 
 
 def build(arch: Arch, block_m: int, block_n: int, head_dim: int, dtype: str, subtiles: int):

@@ -290,7 +290,7 @@ def cmd_estimate(args: argparse.Namespace) -> int:
     elif sched.program == "fa_bwd":
         e = est.estimate_fa_backward(arch, sched.ii, batch=args.batch, heads=args.heads, seqlen=args.seqlen,
                                      head_dim=params.get("head_dim", 128), block_m=params.get("block_m", 64),
-                                     block_n=params.get("block_n", 128), causal=args.causal, prologue_cycles=prologue)
+                                     block_n=params.get("block_n", 64), causal=args.causal, prologue_cycles=prologue)
     else:
         raise TwillError(f"estimate: no whole-kernel model for program {sched.program!r} (fa_fwd and fa_bwd have one)")
     print("\n".join(e.lines()))

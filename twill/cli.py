@@ -236,7 +236,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     problem, sched = _load(args.schedule)
     result = simulate(problem, sched, iterations=args.iterations, jitter=args.jitter, seed=args.seed)
     print(f"{sched.program} on {sched.arch}: simulated {args.iterations} iterations")
-    print(f"  achieved interval {result.achieved_ii} cycles per iteration (schedule II {sched.ii})")
+    print(f"  achieved interval {result.achieved_ii:.1f} cycles per iteration (schedule II {sched.ii})")
     print(f"  total {result.total_cycles} cycles")
     print("\nunit utilization:")
     print(_table([[u, f"{100 * x:.1f}%"] for u, x in sorted(result.unit_utilization.items())], ["unit", "busy"]))

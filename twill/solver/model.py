@@ -327,14 +327,17 @@ def add_in_order_issue(v: ScheduleModel) -> None:
     Math: per group g, the modular intervals [offset(v), offset(v) + hold(v)) of its ops do not overlap.
     """
     for g in v.groups:
-        intervals = []
+        intervals, total = [], []
         for op in v.p.ops:
             hold = v.p.hold(op.name)
             if hold == 0:
                 continue
             v.m.add(v.ii >= hold)
             intervals += v.modular_copies(v.offset[op.name], hold, f"hold[{op.name},{g}]", v.in_group[op.name, g])
+            total.append(hold * v.in_group[op.name, g])
         v.m.add_no_overlap(intervals)
+        if total:
+            v.m.add(sum(total) <= v.ii)  # implied by the no-overlap; a linear cut the LP sees
 
 
 def add_variable_latency_isolation(v: ScheduleModel) -> None:

@@ -170,11 +170,13 @@ def _window_search(problem: Problem, options: SolveOptions, lb: int, clock: _Clo
         if status == cp_model.INFEASIBLE:
             if report:
                 report(f"II window [{lo}, {hi}]: proven infeasible ({clock.elapsed():.1f}s)")
-        else:
-            proven = bound
-            if report:
-                report(f"II window [{lo}, {hi}]: undecided in its time slice; moving on ({clock.elapsed():.1f}s)")
-        lo, width = hi + 1, max(8, 2 * width + 1, lo // 64)
+            lo, width = hi + 1, max(8, 2 * width + 1, lo // 64)
+            continue
+        # undecided: remember the first unproven II and widen a lot, to find some schedule to report
+        proven = bound
+        if report:
+            report(f"II window [{lo}, {hi}]: undecided in its time slice; widening ({clock.elapsed():.1f}s)")
+        lo, width = hi + 1, max(8, 2 * width + 1, lo // 4)
     if proven is not None or clock.left() <= 0:
         return None, None, cp_model.UNKNOWN, proven if proven is not None else lo
     raise InfeasibleError(f"{problem.body.name!r} on {problem.arch.name!r}: no schedule exists for any II up to "

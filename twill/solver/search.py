@@ -191,24 +191,6 @@ def _hint_starts_groups(v: ScheduleModel, hint: dict) -> None:
         v.m.add_hint(var, hint["groups"][name])
 
 
-def _hint_starts_groups(v: ScheduleModel, hint: dict) -> None:
-    for name, var in v.start.items():
-        v.m.add_hint(var, hint["starts"][name])
-    for name, var in v.group_of.items():
-        v.m.add_hint(var, hint["groups"][name])
-
-
-def _hint_all(v: ScheduleModel, values: dict[int, int]) -> None:
-    """Hint every variable of ``v`` from a solution of a model built the same way.
-
-    Models built by ``build_model`` for the same problem and options create their variables in
-    the same order, so proto indices match; the II-dependent ones are matched by value anyway.
-    """
-    n = min(len(v.m.proto.variables), len(values))
-    for i in range(n):
-        v.m.add_hint(v.m.get_int_var_from_proto_index(i), values[i])
-
-
 def _fixed(problem: Problem, options: SolveOptions, ii: int, fixed: dict[str, int]) -> ScheduleModel:
     v = build_model(problem, options, ii, ii)
     for name, value in fixed.items():

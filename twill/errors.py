@@ -44,6 +44,10 @@ class InfeasibleError(TwillError):
         self.reason = reason
 
 
+class UsageError(TwillError, ValueError):
+    """A bad argument value: a file suffix twill cannot write, a non-positive size, ..."""
+
+
 class ScheduleError(TwillError):
     """A schedule file is malformed or does not match its program."""
 

@@ -17,6 +17,7 @@ import math
 from dataclasses import dataclass
 
 from .arch import Arch
+from .errors import UsageError
 
 __all__ = ["Estimate", "estimate_fa_forward", "estimate_fa_backward", "estimate_gemm", "causal_iterations"]
 
@@ -60,14 +61,14 @@ class Estimate:
 def _positive(**values: int) -> None:
     for name, v in values.items():
         if v <= 0:
-            raise ValueError(f"{name} {v}: must be positive")
+            raise UsageError(f"{name} {v}: must be positive")
 
 
 def _estimate(arch: Arch, kernel: str, *, ctas: int, iterations: int, cycles_per_iteration: int,
               prologue_cycles: int, flops: float, dtype: str) -> Estimate:
     """The shared arithmetic of every kernel: waves, time, throughput against the tensor peak."""
     if cycles_per_iteration < 0 or prologue_cycles < 0:
-        raise ValueError("cycles_per_iteration and prologue_cycles must be >= 0")
+        raise UsageError("cycles_per_iteration and prologue_cycles must be >= 0")
     sms = int(arch.chip["sms"].value)
     clock_mhz = float(arch.chip["clock_mhz"].value)
     waves = math.ceil(ctas / sms)

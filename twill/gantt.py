@@ -21,6 +21,7 @@ from matplotlib.figure import Figure
 from matplotlib.font_manager import FontProperties
 from matplotlib.patches import Patch
 
+from .errors import UsageError
 from .problem import Problem
 from .schedule import Group, Schedule
 from .timeline import Span, static_spans
@@ -274,7 +275,7 @@ def render_gantt(fig: Figure, path: str | Path) -> Path:
     p = Path(path)
     fmt = p.suffix.lower().lstrip(".")
     if fmt not in ("png", "svg"):
-        raise ValueError(f"{p}: a Gantt chart is written as .png or .svg, not {p.suffix or 'no suffix'!r}")
+        raise UsageError(f"{p}: a Gantt chart is written as .png or .svg, not {p.suffix or 'no suffix'!r}")
     if not isinstance(fig.canvas, FigureCanvasAgg):
         FigureCanvasAgg(fig)
     fig.savefig(p, format=fmt, dpi=150)

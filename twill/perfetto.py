@@ -13,6 +13,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from .errors import UsageError
 from .timeline import Span
 
 __all__ = ["trace_events", "write_trace"]
@@ -51,7 +52,7 @@ def trace_events(spans: Sequence[Span], *, clock_mhz: float, name: str, labels: 
     every iteration; ``cat`` is the span's kind (busy, hold, issue, wait).
     """
     if clock_mhz <= 0:
-        raise ValueError(f"clock_mhz {clock_mhz}: must be positive")
+        raise UsageError(f"clock_mhz {clock_mhz}: must be positive")
     spans = list(spans)
     tracks = _tracks(spans, units, groups)
     tid = {key: i for i, key in enumerate(tracks, start=1)}

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .errors import UsageError
 from .problem import Problem
 from .schedule import Schedule
 
@@ -61,7 +62,7 @@ def static_spans(problem: Problem, schedule: Schedule, iterations: int = 3) -> l
     [('busy', 'mufu'), ('busy', 'tc'), ('hold', 'group 0')]
     """
     if iterations < 0:
-        raise ValueError(f"iterations {iterations}: must be >= 0")
+        raise UsageError(f"iterations {iterations}: must be >= 0")
     spans: list[Span] = []
     for i in range(iterations):
         for so in schedule.ops:

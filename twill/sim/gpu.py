@@ -24,7 +24,7 @@ import random
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from ..errors import SimulationError
+from ..errors import SimulationError, UsageError
 from ..ir import Edge, Op
 from ..problem import Problem
 from ..schedule import Schedule
@@ -360,9 +360,9 @@ def simulate(problem: Problem, schedule: Schedule, iterations: int = 16, jitter:
     (2.0, {'S': 2, 'P': 4, 'O': 5})
     """
     if iterations < 2:
-        raise ValueError(f"iterations {iterations}: at least 2 are needed to measure an interval")
+        raise UsageError(f"iterations {iterations}: at least 2 are needed to measure an interval")
     if jitter < 0:
-        raise ValueError(f"jitter {jitter}: must be >= 0")
+        raise UsageError(f"jitter {jitter}: must be >= 0")
     gpu = _Gpu(problem, schedule, iterations, jitter, seed)
     gpu.run()
     return gpu.result()

@@ -106,13 +106,9 @@ def estimate_fa_forward(arch: Arch, cycles_per_iteration: int, *, batch: int, he
     FLOPs count the two GEMMs, QKᵀ and PV: 2 x 2·s²·d per head, halved when causal (the
     convention of FlashAttention's benchmarks), so TFLOP/s compare with published numbers.
     """
-    _positive(batch=batch, heads=heads, seqlen=seqlen, head_dim=head_dim, block_m=block_m, block_n=block_n)
-    ctas = batch * heads * math.ceil(seqlen / block_m)
-    iterations = causal_iterations(seqlen, block_m, block_n) if causal else math.ceil(seqlen / block_n)
-    flops = 4.0 * batch * heads * seqlen * seqlen * head_dim / (2 if causal else 1)
-    name = f"FlashAttention forward b{batch} h{heads} s{seqlen} d{head_dim}{' causal' if causal else ''}"
-    return _estimate(arch, name, ctas=ctas, iterations=iterations, cycles_per_iteration=cycles_per_iteration,
-                     prologue_cycles=prologue_cycles, flops=flops, dtype=dtype)
+    return _estimate_fa(arch, cycles_per_iteration, "forward", 2, batch=batch, heads=heads, seqlen=seqlen,
+                        head_dim=head_dim, block_outer=block_m, block_inner=block_n, causal=causal,
+                        prologue_cycles=prologue_cycles, dtype=dtype)
 
 
 def estimate_fa_backward(arch: Arch, cycles_per_iteration: int, *, batch: int, heads: int, seqlen: int,
@@ -124,11 +120,23 @@ def estimate_fa_backward(arch: Arch, cycles_per_iteration: int, *, batch: int, h
     FLOPs count five GEMMs (S = QKᵀ recomputed, dP = dO·Vᵀ, dV += Pᵀ·dO, dK += dSᵀ·Q,
     dQ += dS·K): 5 x 2·s²·d per head, halved when causal.
     """
-    _positive(batch=batch, heads=heads, seqlen=seqlen, head_dim=head_dim, block_m=block_m, block_n=block_n)
-    ctas = batch * heads * math.ceil(seqlen / block_n)
-    iterations = causal_iterations(seqlen, block_n, block_m) if causal else math.ceil(seqlen / block_m)
-    flops = 10.0 * batch * heads * seqlen * seqlen * head_dim / (2 if causal else 1)
-    name = f"FlashAttention backward b{batch} h{heads} s{seqlen} d{head_dim}{' causal' if causal else ''}"
+    return _estimate_fa(arch, cycles_per_iteration, "backward", 5, batch=batch, heads=heads, seqlen=seqlen,
+                        head_dim=head_dim, block_outer=block_n, block_inner=block_m, causal=causal,
+                        prologue_cycles=prologue_cycles, dtype=dtype)
+
+
+def _estimate_fa(arch: Arch, cycles_per_iteration: int, direction: str, gemms: int, *, batch: int, heads: int,
+                 seqlen: int, head_dim: int, block_outer: int, block_inner: int, causal: bool, prologue_cycles: int,
+                 dtype: str) -> Estimate:
+    """One CTA per (batch, head, outer block); its loop runs over the inner blocks; each GEMM of the
+    algorithm is 2·s²·d FLOPs per head, halved when causal."""
+    _positive(batch=batch, heads=heads, seqlen=seqlen, head_dim=head_dim, block_outer=block_outer,
+              block_inner=block_inner)
+    ctas = batch * heads * math.ceil(seqlen / block_outer)
+    iterations = (causal_iterations(seqlen, block_outer, block_inner) if causal
+                  else math.ceil(seqlen / block_inner))
+    flops = 2.0 * gemms * batch * heads * seqlen * seqlen * head_dim / (2 if causal else 1)
+    name = f"FlashAttention {direction} b{batch} h{heads} s{seqlen} d{head_dim}{' causal' if causal else ''}"
     return _estimate(arch, name, ctas=ctas, iterations=iterations, cycles_per_iteration=cycles_per_iteration,
                      prologue_cycles=prologue_cycles, flops=flops, dtype=dtype)
 

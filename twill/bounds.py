@@ -4,7 +4,7 @@ ResMII: a unit of capacity c used for W unit-cycles per iteration needs II >= ce
 RecMII: a dependence cycle with total latency D and total distance k needs II >= ceil(D / k); the
 bound is the exact maximum cycle ratio, found as the least integer II for which the graph with
 edge weights latency - II * distance has no positive cycle (Bellman-Ford via networkx), with the
-critical recurrence read off a positive cycle at II - 1. See docs/design.md §3.
+critical recurrence read off a positive cycle at II - 1. See docs/design.md §3.1.
 """
 
 from __future__ import annotations

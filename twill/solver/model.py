@@ -261,7 +261,7 @@ def add_warp_groups(v: ScheduleModel) -> None:
     """Every op is issued by exactly one warp group; a group is as wide as its widest op needs.
 
     Fact: wgmma and the softmax on its accumulator rows need a warpgroup (4 warps); TMA and
-    tcgen05.mma are issued by one thread; a CTA holds at most ``warps_per_cta`` warps (§2.5).
+    tcgen05.mma are issued by one thread; a CTA holds at most ``warps_per_cta`` warps (§2.6).
     Math: sum_g x[v,g] = 1; x[v,g] => warps[g] >= min_warps(v); sum_g warps[g] <= W.
     """
     m, arch = v.m, v.p.arch
@@ -291,7 +291,7 @@ def add_warp_groups(v: ScheduleModel) -> None:
             m.add(v.warps[g] >= op.min_warps).only_enforce_if(x)
         grp = v.group_of[op.name] = m.new_int_var(0, len(v.groups) - 1, f"group[{op.name}]")
         m.add(grp == sum(g * x for g, x in zip(v.groups, xs, strict=True)))
-        # an op opens at most the next unused group label (symmetry breaking, §2.9)
+        # an op opens at most the next unused group label (symmetry breaking, §2.6)
         if prefix_max is None:
             m.add(grp == 0)
             prefix_max = grp
@@ -323,7 +323,7 @@ def add_in_order_issue(v: ScheduleModel) -> None:
 
     Fact: each warp issues its instruction stream in order; a synchronous op (FP32 work, exp,
     a TMEM load with its wait) occupies its group for its busy span, an asynchronous op (TMA,
-    wgmma, tcgen05.mma) for its issue slots, and a blocking wait adds its own cost (§2.6).
+    wgmma, tcgen05.mma) for its issue slots, and a blocking wait adds its own cost (§2.7).
     Math: per group g, the modular intervals [offset(v), offset(v) + hold(v)) of its ops do not overlap.
     """
     for g in v.groups:
@@ -397,7 +397,7 @@ def add_smem_capacity(v: ScheduleModel) -> None:
     """Shared memory holds every ring buffer and every hand-off buffer.
 
     Fact: a TMA stream whose buffer lives L cycles needs ceil(L / II) ring slots; a register
-    value handed to another group is staged in SMEM (§2.10).
+    value handed to another group is staged in SMEM (§2.9).
     Math: sum_v smem(v) * ceil(life_v / II) + sum of crossing hand-off bytes <= SMEM per CTA.
     """
     smem = [op.smem_bytes * v.copies_of(op) for op in v.p.ops if op.smem_bytes]
@@ -409,7 +409,7 @@ def add_tmem_capacity(v: ScheduleModel) -> None:
     """Tensor memory holds every live accumulator tile (Blackwell).
 
     Fact: TMEM columns are allocated per live tile; tiles with disjoint lifetimes can share
-    columns, so the peak over the steady state is what must fit (§2.10).
+    columns, so the peak over the steady state is what must fit (§2.9).
     Math: per cycle t of the steady state: sum_v tmem(v) * live_v(t) <= TMEM columns.
     """
     intervals, demands = [], []

@@ -271,15 +271,14 @@ def solve(problem: Problem, options: SolveOptions | None = None) -> Schedule:
         solution = _solution(v, ws)
         if report:
             report(f"{name} = {values[name]} ({'proven' if proven[name] else 'best found'}, {clock.elapsed():.1f}s)")
-    starts = {name: solution[var.index] for name, var in v.start.items()}
-    final, fs = _canonical(problem, options, ii, values, starts, clock)
+    final, fs = _canonical(problem, options, ii, values, v, solution, clock)
     proof = _proof(optimal, ii, lb, proven_lb, bounds)
     if report:
         report(f"done: II {ii} ({'optimal' if optimal else 'feasible'}), {clock.elapsed():.1f}s")
     return _extract(problem, options, final, fs, optimal, proven_lb, proof, values, proven, clock.elapsed())
 
 
-def _canonical(problem, options, ii, values, starts, clock):
+def _canonical(problem, options, ii, values, last: ScheduleModel, solution: list[int], clock):
     """The canonical schedule among those meeting every objective value: deterministic, so the
     same input gives the same schedule whatever the worker count. Ties are broken towards issuing
     each op as late as the length allows and each variable-latency load as early as possible,
@@ -292,13 +291,13 @@ def _canonical(problem, options, ii, values, starts, clock):
     st = s.solve(v.m)
     if st in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         return v, s
-    # the deterministic pass found nothing in its budget: fall back to the last solution found
-    w = _fixed(problem, options, ii, values)
-    for name, var in w.start.items():
-        w.m.add(var == starts[name])
-    s = _solver(max(clock.left(), 5.0), options.workers)
-    s.solve(w.m)
-    return w, s
+    # the deterministic pass found nothing in its budget: replay the last solution found
+    _hint_solution(last, solution)
+    s = _solver(5.0, options.workers)
+    s.parameters.fix_variables_to_their_hinted_value = True
+    if s.solve(last.m) not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        raise RuntimeError("internal error: the last solution found does not replay in its own model")
+    return last, s
 
 
 def _proof(optimal: bool, ii: int, lb: int, proven_lb: int, bounds: Bounds) -> str:

@@ -172,16 +172,42 @@ def _window_search(problem: Problem, options: SolveOptions, lb: int, clock: _Clo
                 report(f"II window [{lo}, {hi}]: proven infeasible ({clock.elapsed():.1f}s)")
             lo, width = hi + 1, max(8, 2 * width + 1, lo // 64)
             continue
-        # undecided: remember the first unproven II and widen a lot, to find some schedule to report
+        # undecided: remember the first unproven II, then look for any schedule above the window
         proven = bound
         if report:
-            report(f"II window [{lo}, {hi}]: undecided in its time slice; widening ({clock.elapsed():.1f}s)")
+            report(f"II window [{lo}, {hi}]: undecided in its time slice; probing larger II ({clock.elapsed():.1f}s)")
+        found = _probe_fixed(problem, options, hi + 1, cap, clock)
+        if found is not None:
+            return found[0], found[1], cp_model.FEASIBLE, proven
         lo, width = hi + 1, max(8, 2 * width + 1, lo // 4)
     if proven is not None or clock.left() <= 0:
         return None, None, cp_model.UNKNOWN, proven if proven is not None else lo
     raise InfeasibleError(f"{problem.body.name!r} on {problem.arch.name!r}: no schedule exists for any II up to "
                           f"{cap} (a fully sequential iteration); a constraint can never be met",
                           reason="search exhausted")
+
+
+def _probe_fixed(problem: Problem, options: SolveOptions, start: int, cap: int, clock: _Clock):
+    """Some schedule at a fixed II >= ``start``, or None: models with II fixed are much easier to
+    satisfy than windows with II free, so this finds an incumbent where a window search stalls.
+    Tries start, then steps growing by half each time; each II gets a short relaxation (for a hint)
+    and a short full solve."""
+    report = options.progress
+    ii, step = start, max(1, start // 64)
+    while ii <= cap and clock.left() > 1.0:
+        short = _short_stage_bound(problem, ii)
+        r = build_model(problem, options, ii, ii, relaxed=True, max_stage=short)
+        rs = _solver(min(clock.left(), 5.0), options.workers)
+        if rs.solve(r.m) in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+            v = build_model(problem, options, ii, ii)
+            _hint_starts_groups(v, _assignment(r, rs))
+            s = _solver(min(clock.left(), 10.0), options.workers)
+            if s.solve(v.m) in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+                if report:
+                    report(f"  found a schedule at II {ii} ({clock.elapsed():.1f}s)")
+                return v, s
+        ii, step = ii + step, step + max(1, step // 2)
+    return None
 
 
 def _hint_starts_groups(v: ScheduleModel, hint: dict) -> None:

@@ -20,6 +20,7 @@ EPILOG = """examples:
   twill show fa_fwd --arch h100
   twill solve fa_fwd --arch h100 -p subtiles=2 --gantt fa_fwd.png --out fa_fwd.json
   twill solve ../shared/ddg/fa_bwd.b200.curated_ddg.json --arch b200 --swp-only
+  twill compare fa_fwd --arch h100 -p subtiles=2
   twill validate fa_fwd.json
   twill simulate fa_fwd.json --iterations 16 --trace fa_fwd.trace.json
   twill estimate fa_fwd.json --batch 2 --heads 16 --seqlen 8192
@@ -216,6 +217,28 @@ def _load(path: str):
     return problem_for(sched), sched
 
 
+def cmd_compare(args: argparse.Namespace) -> int:
+    from .compare import compare
+
+    problem = _problem(args)
+    results = compare(problem, _options(args))
+    best = results[0].schedule
+    rows = []
+    for r in results:
+        s = r.schedule
+        if s is None:
+            rows.append([r.strategy, "-", "-", "none found", "-", "-", f"{r.seconds:.1f}"])
+            continue
+        rel = f"{100 * best.ii / s.ii:.1f}%" if best else "-"
+        regs = s.objective_values.get("regs")
+        rows.append([r.strategy, str(s.ii), rel, s.status, str(len(s.groups)), str(regs) if regs is not None else "-",
+                     f"{r.seconds:.1f}"])
+    print(f"{problem.body.name} on {problem.arch.name}: strategies compared on the same model")
+    print(_table(rows, ["strategy", "II", "throughput vs optimum", "status", "groups", "register words",
+                        "solve s"]))
+    return 0
+
+
 def cmd_validate(args: argparse.Namespace) -> int:
     from .validate import validate
 
@@ -341,6 +364,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--trace", help="write a Perfetto / Chrome trace of the static schedule (.json)")
     p.add_argument("--quiet", "-q", action="store_true", help="no progress on stderr")
     p.set_defaults(func=cmd_solve)
+
+    p = sub.add_parser("compare", help="the optimum beside the baselines compilers use (fixed warp split, no pipelining)")
+    _program_args(p)
+    p.set_defaults(func=cmd_compare, objective="ii,groups,handoffs,regs,length", swp_only=False, phase_limit=10.0,
+                   workers=0, max_groups=8, max_warps=None, no_handoff=False, quiet=True)
+    p.add_argument("--time-limit", type=float, default=120.0, help="seconds per strategy (default %(default)s)")
 
     p = sub.add_parser("validate", help="check a schedule file against every rule; exit 1 on violations")
     p.add_argument("schedule", help="a twill.schedule/1 JSON file")

@@ -39,6 +39,8 @@ class SolveOptions:
     max_warps: int | None = None  # ablation: fewer warps than the CTA allows
     no_handoff: bool = False  # ablation: no register value may cross warp groups
     isolate_variable_latency: bool = True
+    fixed_groups: tuple[tuple[str, int], ...] = ()  # baseline strategies: op -> warp group, imposed
+    single_stage: bool = False  # baseline: no cross-iteration pipelining (each iteration within II)
     progress: Callable[[str], None] | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
@@ -441,6 +443,20 @@ RELAXED_AWAY = ("register_budgets", "tmem_capacity")  # peak-storage families: s
 SWP_FAMILIES = (("dependences", add_dependences), ("modulo_resources", add_modulo_resources))
 
 
+def add_strategy_restrictions(v: ScheduleModel) -> None:
+    """Restrictions that turn the model into a baseline strategy (``twill compare``).
+
+    A fixed warp split (Triton's: loads on a producer, the rest on one consumer group) pins every
+    op's group; "no cross-iteration pipelining" makes each iteration finish within its own II
+    window (length <= II), as warp-specialised code without a software pipeline does.
+    """
+    if v.joint:
+        for name, group in v.o.fixed_groups:
+            v.m.add(v.group_of[name] == group)
+    if v.o.single_stage:
+        v.m.add(v.length <= v.ii)
+
+
 def build_model(problem: Problem, options: SolveOptions, ii_lo: int, ii_hi: int, relaxed: bool = False,
                 max_stage: int | None = None) -> ScheduleModel:
     """A model of every schedule of ``problem`` with II in [ii_lo, ii_hi].
@@ -455,4 +471,5 @@ def build_model(problem: Problem, options: SolveOptions, ii_lo: int, ii_hi: int,
     for name, family in families:
         if not (relaxed and name in RELAXED_AWAY):
             family(v)
+    add_strategy_restrictions(v)
     return v

@@ -14,6 +14,7 @@ from .errors import InfeasibleError
 from .problem import Problem
 from .schedule import Schedule
 from .solver import SolveOptions, solve
+from .solver.search import producer_consumer_split
 
 __all__ = ["StrategyResult", "triton_split", "compare"]
 
@@ -27,13 +28,8 @@ class StrategyResult:
 
 
 def triton_split(problem: Problem) -> tuple[tuple[str, int], ...]:
-    """Triton's warp specialisation: variable-latency loads on a producer group, everything else
-    on one consumer group; labels follow the order in which the groups first appear."""
-    role = {op.name: "producer" if op.variable_latency else "consumer" for op in problem.ops}
-    labels: dict[str, int] = {}
-    for op in problem.ops:
-        labels.setdefault(role[op.name], len(labels))
-    return tuple((op.name, labels[role[op.name]]) for op in problem.ops)
+    """Triton's warp specialisation: loads on a producer group, everything else on one consumer."""
+    return producer_consumer_split(problem)
 
 
 def _run(name: str, problem: Problem, options: SolveOptions) -> StrategyResult:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 import os
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ortools.sat.python import cp_model
 
@@ -190,10 +190,10 @@ def _window_search(problem: Problem, options: SolveOptions, lb: int, clock: _Clo
 def _probe_fixed(problem: Problem, options: SolveOptions, start: int, cap: int, clock: _Clock):
     """Some schedule at a fixed II >= ``start``, or None: models with II fixed are much easier to
     satisfy than windows with II free, so this finds an incumbent where a window search stalls.
-    Tries start, then steps growing by half each time; each II gets a short relaxation (for a hint)
-    and a short full solve."""
+    Tries start, then steps of 1/16 of it doubling each time; each II gets a short relaxation (for
+    a hint), a short full solve and, failing that, a short solve with a fixed producer/consumer split."""
     report = options.progress
-    ii, step = start, max(1, start // 64)
+    ii, step = start, max(1, start // 16)
     while ii <= cap and clock.left() > 1.0:
         short = _short_stage_bound(problem, ii)
         r = build_model(problem, options, ii, ii, relaxed=True, max_stage=short)
@@ -206,8 +206,28 @@ def _probe_fixed(problem: Problem, options: SolveOptions, start: int, cap: int, 
                 if report:
                     report(f"  found a schedule at II {ii} ({clock.elapsed():.1f}s)")
                 return v, s
-        ii, step = ii + step, step + max(1, step // 2)
+            # the free assignment is hard to satisfy: a fixed producer/consumer split is easier
+            # and still a valid schedule of the full problem
+            w = build_model(problem, replace(options, fixed_groups=producer_consumer_split(problem)), ii, ii)
+            for name, var in w.start.items():
+                w.m.add_hint(var, _starts(r, rs)[name])
+            s = _solver(min(clock.left(), 10.0), options.workers)
+            if not options.fixed_groups and s.solve(w.m) in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+                if report:
+                    report(f"  found a schedule at II {ii} with a producer/consumer split ({clock.elapsed():.1f}s)")
+                return w, s
+        ii, step = ii + step, 2 * step
     return None
+
+
+def producer_consumer_split(problem: Problem) -> tuple[tuple[str, int], ...]:
+    """Triton's warp specialisation: variable-latency loads on a producer group, everything else
+    on one consumer group; labels follow the order in which the groups first appear."""
+    role = {op.name: "producer" if op.variable_latency else "consumer" for op in problem.ops}
+    labels: dict[str, int] = {}
+    for op in problem.ops:
+        labels.setdefault(role[op.name], len(labels))
+    return tuple((op.name, labels[role[op.name]]) for op in problem.ops)
 
 
 def _hint_starts_groups(v: ScheduleModel, hint: dict) -> None:

@@ -41,16 +41,14 @@ def _arch(name: str):
 
 def _problem(args: argparse.Namespace):
     from .problem import build_problem
-    from .programs import _resolve, load_program, parse_params
+    from .programs import load_program, parse_params, program_info
 
     arch = _arch(args.arch)
     params: dict = {}
     if args.param:
         if args.program.endswith(".json"):
             raise TwillError(f"program {args.program!r}: a graph file takes no parameters")
-        from .programs import _info
-
-        params = parse_params(args.param, _info(_resolve(args.program)).parameters)
+        params = parse_params(args.param, program_info(args.program).parameters)
     body = load_program(args.program, arch, params)
     return build_problem(body, arch)
 

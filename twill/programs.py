@@ -19,7 +19,7 @@ from .ddg_import import read_ddg
 from .errors import GraphError, ProgramError, TwillError
 from .ir import LoopBody
 
-__all__ = ["ProgramInfo", "programs_dir", "list_programs", "load_program", "parse_params"]
+__all__ = ["ProgramInfo", "programs_dir", "list_programs", "program_info", "load_program", "parse_params"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,6 +92,11 @@ def _resolve(spec: str) -> Path:
         names = ", ".join(p.name for p in list_programs())
         raise ProgramError(f"unknown program {spec!r}; built-in programs: {names} (or a .py or .json file)")
     return builtin
+
+
+def program_info(spec: str) -> ProgramInfo:
+    """Name, description and parameter defaults of a built-in name or ``.py`` program."""
+    return _info(_resolve(spec))
 
 
 def load_program(spec: str, arch: Arch, params: dict[str, Any] | None = None, loop: int = 0) -> LoopBody:

@@ -2,7 +2,7 @@
 
 ``ScheduleModel`` holds the variables (start, stage and offset of every op; group membership,
 warps and register budget of every warp group; lifetimes of every stored value) for one window
-[ii_lo, ii_hi] of the initiation interval, and ``FAMILIES`` adds the constraints, one function
+[ii_lo, ii_hi] of the initiation interval, and ``JOINT_FAMILIES`` adds the constraints, one function
 per hardware fact. II is a variable of the model, so one solve covers every II of its window and
 CP-SAT's objective bound proves the smallest one. Modulo time is handled without a time grid:
 an interval at offset p in [0, II) is placed twice, at p and at p - II, and a plain cumulative
@@ -20,7 +20,7 @@ from ortools.sat.python import cp_model
 from ..ir import Carrier, Edge, Op
 from ..problem import Problem
 
-__all__ = ["SolveOptions", "ScheduleModel", "FAMILIES", "JOINT_FAMILIES"]
+__all__ = ["SolveOptions", "ScheduleModel", "JOINT_FAMILIES", "build_model"]
 
 LinearExpr = cp_model.LinearExprT
 OBJECTIVES = ("ii", "groups", "handoffs", "regs", "length")
@@ -438,7 +438,6 @@ JOINT_FAMILIES: tuple[tuple[str, Callable[[ScheduleModel], None]], ...] = (
     ("smem_capacity", add_smem_capacity),
     ("tmem_capacity", add_tmem_capacity),
 )
-FAMILIES = JOINT_FAMILIES
 RELAXED_AWAY = ("register_budgets", "tmem_capacity")  # peak-storage families: slow to satisfy, checked after
 SWP_FAMILIES = (("dependences", add_dependences), ("modulo_resources", add_modulo_resources))
 

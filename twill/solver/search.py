@@ -209,8 +209,9 @@ def _probe_fixed(problem: Problem, options: SolveOptions, start: int, cap: int, 
             # the free assignment is hard to satisfy: a fixed producer/consumer split is easier
             # and still a valid schedule of the full problem
             w = build_model(problem, replace(options, fixed_groups=producer_consumer_split(problem)), ii, ii)
+            relaxed_starts = _starts(r, rs)
             for name, var in w.start.items():
-                w.m.add_hint(var, _starts(r, rs)[name])
+                w.m.add_hint(var, relaxed_starts[name])
             s = _solver(min(clock.left(), 10.0), options.workers)
             if not options.fixed_groups and s.solve(w.m) in (cp_model.OPTIMAL, cp_model.FEASIBLE):
                 if report:
@@ -321,7 +322,7 @@ def solve(problem: Problem, options: SolveOptions | None = None) -> Schedule:
     proof = _proof(optimal, ii, lb, proven_lb, bounds)
     if report:
         report(f"done: II {ii} ({'optimal' if optimal else 'feasible'}), {clock.elapsed():.1f}s")
-    return _extract(problem, options, final, fs, optimal, proven_lb, proof, values, proven, clock.elapsed())
+    return _extract(problem, options, final, fs, optimal, proven_lb, proof, proven, clock.elapsed())
 
 
 def _canonical(problem, options, ii, values, last: ScheduleModel, solution: list[int], clock):
@@ -367,7 +368,7 @@ def _role(problem: Problem, ops: list[str]) -> str:
     return "+".join(kinds[:4]) + ("+..." if len(kinds) > 4 else "") if kinds else "bookkeeping"
 
 
-def _extract(problem, options, v: ScheduleModel, s: cp_model.CpSolver, optimal, proven_lb, proof, values, proven,
+def _extract(problem, options, v: ScheduleModel, s: cp_model.CpSolver, optimal, proven_lb, proof, proven,
              seconds) -> Schedule:
     ii = int(s.value(v.ii))
     raw_group = {op.name: (int(s.value(v.group_of[op.name])) if v.joint else 0) for op in problem.ops}

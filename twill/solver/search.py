@@ -23,7 +23,8 @@ from ortools.sat.python import cp_model
 from ..bounds import Bounds, compute_bounds
 from ..errors import InfeasibleError
 from ..problem import Problem
-from ..schedule import Buffer, Group, Schedule, ScheduledOp
+from ..schedule import Schedule
+from .assemble import Assignment, assemble
 from .model import ScheduleModel, SolveOptions, build_model
 
 __all__ = ["solve", "SolveOptions", "lower_bound"]
@@ -356,58 +357,18 @@ def _proof(optimal: bool, ii: int, lb: int, proven_lb: int, bounds: Bounds) -> s
             f"(lower bound {lb}: {bounds.binding()})")
 
 
-def _role(problem: Problem, ops: list[str]) -> str:
-    kinds: list[str] = []
-    for name in ops:
-        op = problem.op(name)
-        if problem.hold(name) == 0 and not op.uses:
-            continue
-        k = "load" if op.variable_latency and op.streaming else op.kind
-        if k not in kinds:
-            kinds.append(k)
-    return "+".join(kinds[:4]) + ("+..." if len(kinds) > 4 else "") if kinds else "bookkeeping"
-
-
 def _extract(problem, options, v: ScheduleModel, s: cp_model.CpSolver, optimal, proven_lb, proof, proven,
              seconds) -> Schedule:
-    ii = int(s.value(v.ii))
-    raw_group = {op.name: (int(s.value(v.group_of[op.name])) if v.joint else 0) for op in problem.ops}
-    labels = sorted(set(raw_group.values()))
-    renumber = {g: i for i, g in enumerate(labels)}
-    ops = []
-    for op in problem.ops:
-        start = int(s.value(v.start[op.name]))
-        ops.append(ScheduledOp(id=op.name, name=op.kind, unit=op.uses[0].unit if op.uses else None, start=start,
-                               stage=start // ii, offset=start % ii, group=renumber[raw_group[op.name]]))
-    groups = []
-    for g in labels:
-        members = [op.name for op in problem.ops if raw_group[op.name] == g]
-        warps = int(s.value(v.warps[g])) if v.joint else max(problem.op(n).min_warps for n in members)
-        regs = int(s.value(v.regs[g])) if v.joint else None
-        groups.append(Group(id=renumber[g], warps=warps, regs_per_thread=regs, role=_role(problem, members),
-                            ops=tuple(members)))
-    buffers = []
-    for op in problem.ops:
-        if not (op.smem_bytes or op.tmem_cols or op.regs) or op.name not in v.lifetime:
-            continue
-        full, rest = v.lifetime[op.name]
-        copies = int(s.value(full)) + (1 if s.value(rest) > 0 else 0)
-        for memory, size in (("smem", op.smem_bytes), ("tmem", op.tmem_cols * 512), ("regs", op.regs * 4)):
-            if size:
-                buffers.append(Buffer(value=op.name, memory=memory, copies=copies, bytes=size * copies))
-    for i, e in enumerate(problem.edges):
-        if i in v.same and not s.value(v.same[i]) and problem.handoff_bytes(e):
-            buffers.append(Buffer(value=f"{e.src}->{e.dst}", memory="smem", copies=1, bytes=problem.handoff_bytes(e)))
-    length = max(o.start + max(problem.op(o.id).latency, problem.hold(o.id), problem.op(o.id).busy_cycles)
-                 for o in ops)
-    return Schedule(
-        program=problem.body.name, arch=problem.arch.name, status="optimal" if optimal else "feasible", ii=ii,
-        ii_lower_bound=ii if optimal else proven_lb, length=length, solve_seconds=seconds, ops=tuple(ops),
-        groups=tuple(groups), buffers=tuple(buffers), body=problem.body, proof=proof, swp_only=options.swp_only,
-        objective=tuple(options.objective), objective_values={name: int(s.value(v.objective_terms[name])) for name in options.objective
-                          if name in v.objective_terms},
-        options={"max_groups": options.max_groups, "max_warps": options.max_warps, "no_handoff": options.no_handoff,
-                 "isolate_variable_latency": options.isolate_variable_latency,
-                 "objective_proven": proven},
-        arch_path=str(problem.arch.path) if problem.arch.origin == "file" and problem.arch.path else None,
-    )
+    groups = {op.name: int(s.value(v.group_of[op.name])) for op in problem.ops} if v.joint else {}
+    labels = set(groups.values())
+    copies = {}
+    for name, (full, rest) in v.lifetime.items():
+        copies[name] = int(s.value(full)) + (1 if s.value(rest) > 0 else 0)
+    a = Assignment(
+        ii=int(s.value(v.ii)), starts=_starts(v, s), groups=groups,
+        warps={g: int(s.value(v.warps[g])) for g in labels}, regs={g: int(s.value(v.regs[g])) for g in labels},
+        copies=copies,
+        objective_values={name: int(s.value(v.objective_terms[name])) for name in options.objective
+                          if name in v.objective_terms})
+    return assemble(problem, options, a, optimal=optimal, proven_lb=proven_lb, proof=proof, proven=proven,
+                    seconds=seconds)

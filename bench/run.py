@@ -1,7 +1,10 @@
-"""Benchmark suite: solve every built-in program and the shared Triton graphs, write docs/benchmarks.md.
+"""Benchmark suite: built-in programs, the shared Triton graphs and random-graph scaling.
 
-Run from the repository root:  python bench/run.py [--repeat 3] [--time-limit 120]
+Run from the repository root:  python bench/run.py
+(defaults: --repeat 3 --time-limit 120 --scaling-cap 300; ``--sections programs,graphs,scaling``).
+It rewrites docs/benchmarks.md (with docs/benchmarks_notes.md appended) and docs/scaling.png.
 Never run as a test; timings depend on the machine. The page records machine, date and versions.
+A solve that runs into its time limit is not repeated: its median would be the limit itself.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from twill.bounds import compute_bounds
 from twill.errors import InfeasibleError
 from twill.problem import build_problem
 from twill.programs import load_program
+from twill.random_loops import random_body
 from twill.registry import get_arch
 from twill.solver import SolveOptions, lower_bound, solve
 
@@ -35,22 +39,30 @@ CASES = [
 ]
 
 
-def run_case(label: str, arch_name: str, body_fn, swp_only: bool, repeat: int, limit: float) -> list[str]:
-    arch = get_arch(arch_name)
-    p = build_problem(body_fn(arch), arch)
-    opts = SolveOptions(swp_only=swp_only, time_limit=limit)
-    b = compute_bounds(p)
-    lb = lower_bound(p, opts, b)
+def timed_solves(p, opts: SolveOptions, repeat: int):
+    """(seconds of each solve, last schedule or None, error text); stops repeating after a time-out."""
     times, sched, error = [], None, ""
     for _ in range(repeat):
         t = time.monotonic()
         try:
             sched = solve(p, opts)
         except InfeasibleError as err:
-            error = str(err).split(": ", 1)[-1]
+            sched, error = None, str(err).split(": ", 1)[-1]
         times.append(time.monotonic() - t)
+        if sched is None or sched.status != "optimal":
+            break
+    return times, sched, error
+
+
+def run_case(label: str, arch_name: str, body_fn, swp_only: bool, repeat: int, limit: float) -> list[str]:
+    arch = get_arch(arch_name)
+    p = build_problem(body_fn(arch), arch)
+    opts = SolveOptions(swp_only=swp_only, time_limit=limit)
+    b = compute_bounds(p)
+    lb = lower_bound(p, opts, b)
+    times, sched, error = timed_solves(p, opts, repeat)
     mode = "SWP only" if swp_only else "joint"
-    seconds = f"{statistics.median(times):.1f}"
+    seconds = f"{statistics.median(times):.1f}" + (f" (x{len(times)})" if len(times) > 1 else "")
     if sched is None:
         return [label, arch_name, mode, str(len(p.ops)), str(len(p.edges)), str(lb), "-", "none found", "-", seconds,
                 PUBLISHED.get((label, arch_name), ""), error[:90]]
@@ -59,20 +71,82 @@ def run_case(label: str, arch_name: str, body_fn, swp_only: bool, repeat: int, l
             PUBLISHED.get((label, arch_name), ""), ""]
 
 
+SCALING_SIZES = (10, 20, 40, 80, 160)
+SCALING_SEED = 1
+
+
+def run_scaling(cap: float, arch_name: str = "h100") -> list[dict]:
+    """Time to a proven optimum on random FA-like bodies (``twill.random_loops``), SWP-only and joint."""
+    arch = get_arch(arch_name)
+    points = []
+    for n in SCALING_SIZES:
+        body = random_body(SCALING_SEED, n, profile="fa")
+        p = build_problem(body, arch)
+        for swp in (True, False):
+            opts = SolveOptions(swp_only=swp, time_limit=cap)
+            lb = lower_bound(p, opts)
+            times, sched, error = timed_solves(p, opts, 1)
+            point = {"ops": n, "edges": len(p.edges), "mode": "SWP only" if swp else "joint", "lb": lb,
+                     "ii": sched.ii if sched else None, "proven_lb": sched.ii_lower_bound if sched else None,
+                     "status": sched.status if sched else "none found", "seconds": times[0],
+                     "groups": len(sched.groups) if sched and not swp else None, "note": error[:80]}
+            points.append(point)
+            print(point, flush=True)
+    return points
+
+
+def scaling_plot(points: list[dict], cap: float, path: Path) -> None:
+    """Solve time against ops, one line per mode; unproven points drawn hollow at their time."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6.4, 4.0))
+    for mode, color in (("SWP only", "tab:blue"), ("joint", "tab:red")):
+        pts = [q for q in points if q["mode"] == mode]
+        ax.plot([q["ops"] for q in pts], [q["seconds"] for q in pts], color=color, label=mode)
+        for q in pts:
+            proven = q["status"] == "optimal"
+            ax.scatter(q["ops"], q["seconds"], color=color, facecolors=color if proven else "none", zorder=3, s=36)
+    ax.axhline(cap, color="grey", linestyle=":", label=f"time cap {cap:g} s")
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xticks(list(SCALING_SIZES), [str(n) for n in SCALING_SIZES])
+    ax.set_xlabel(f"ops in the loop body (random FA-like, seed {SCALING_SEED})")
+    ax.set_ylabel("seconds to a proven optimum")
+    ax.set_title("twill solve time vs. loop size (filled: proven optimal; hollow: not proven)")
+    ax.title.set_fontsize(9)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def scaling_table(points: list[dict]) -> list[str]:
+    header = ["ops", "edges", "mode", "lower bound", "II", "status", "proven II >=", "groups", "seconds", "note"]
+    rows = [[str(q["ops"]), str(q["edges"]), q["mode"], str(q["lb"]), str(q["ii"] or "-"), q["status"],
+             str(q["proven_lb"] or "-"), str(q["groups"] or "-"), f"{q['seconds']:.1f}", q["note"]] for q in points]
+    return ["| " + " | ".join(header) + " |", "|" + "---|" * len(header), *("| " + " | ".join(r) + " |" for r in rows)]
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeat", type=int, default=3, help="solves per case; the median time is reported")
     ap.add_argument("--time-limit", type=float, default=120.0)
+    ap.add_argument("--scaling-cap", type=float, default=300.0, help="time cap per random-graph solve (s)")
+    ap.add_argument("--sections", default="programs,graphs,scaling")
     ap.add_argument("--out", default=str(ROOT / "docs" / "benchmarks.md"))
     args = ap.parse_args()
+    sections = set(args.sections.split(","))
     rows = []
-    for name, params in CASES:
+    for name, params in CASES if "programs" in sections else ():
         label = name + "".join(f" {k}={v}" for k, v in params.items())
         for arch in ("h100", "b200"):
             rows.append(run_case(label, arch, lambda a, n=name, pr=params: load_program(n, a, pr), False,
                                  args.repeat, args.time_limit))
             print(" | ".join(rows[-1]), flush=True)
-    for graph in ("fa_fwd", "fa_fwd_subtiled", "fa_bwd"):
+    for graph in ("fa_fwd", "fa_fwd_subtiled", "fa_bwd") if "graphs" in sections else ():
         path = SHARED / f"{graph}.b200.curated_ddg.json"
         if not path.is_file():
             continue
@@ -85,7 +159,8 @@ def main() -> None:
     lines = [
         "# Benchmarks",
         "",
-        f"Generated by `python bench/run.py --repeat {args.repeat} --time-limit {args.time_limit:g}` on "
+        f"Generated by `python bench/run.py --repeat {args.repeat} --time-limit {args.time_limit:g} "
+        f"--scaling-cap {args.scaling_cap:g} --sections {args.sections}` on "
         f"{dt.date.today().isoformat()}.",
         f"Machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
         f"OR-Tools {ortools.__version__}. Default solve options (all objectives, 10 s per secondary phase).",
@@ -98,6 +173,13 @@ def main() -> None:
         "column's II is proven; `none found` means the time limit ran out first. Published times are Twill's, "
         "on one server core, with normalised (not exact) costs.",
     ]
+    if "scaling" in sections:
+        points = run_scaling(args.scaling_cap)
+        scaling_plot(points, args.scaling_cap, ROOT / "docs" / "scaling.png")
+        lines += ["", "## Scaling: random loop bodies", "",
+                  f"Random FA-like bodies (`twill.random_loops.random_body({SCALING_SEED}, n, profile=\"fa\")`) on h100, "
+                  f"one solve each, capped at {args.scaling_cap:g} s.", "", "![scaling](scaling.png)", "",
+                  *scaling_table(points)]
     extra = ROOT / "docs" / "benchmarks_notes.md"
     if extra.is_file():
         lines += ["", extra.read_text().rstrip()]

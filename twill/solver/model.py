@@ -111,6 +111,7 @@ class ScheduleModel:
         self.reg_words: list[cp_model.IntVar] = []  # warps x regs per thread of each group
         self.same: dict[int, cp_model.IntVar] = {}  # per edge index: both ends in one group
         self.lifetime: dict[str, tuple[cp_model.IntVar, cp_model.IntVar]] = {}  # full copies, remainder
+        self.life: dict[str, cp_model.IntVar] = {}  # cycles each result's storage is held
         self.handoff_terms: list[LinearExpr] = []  # SMEM bytes staged by cross-group hand-offs
         self.objective_terms: dict[str, LinearExpr] = {"ii": self.ii, "length": self.length}
 
@@ -143,6 +144,7 @@ class ScheduleModel:
         m.add_max_equality(end, ends)
         life = m.new_int_var(0, top, f"life[{op.name}]")
         m.add(life == end - start)
+        self.life[op.name] = life
         full = m.new_int_var(0, top // self.ii_lo + 1, f"copies_full[{op.name}]")
         m.add_division_equality(full, life, self.ii)
         full_ii = m.new_int_var(0, top, f"copies_full_ii[{op.name}]")
@@ -305,6 +307,7 @@ def add_warp_groups(v: ScheduleModel) -> None:
     for g in v.groups:
         m.add_bool_or([v.in_group[op.name, g] for op in v.p.ops]).only_enforce_if(v.used[g])
     m.add(sum(v.warps) <= max_warps)
+    m.add(32 * sum(v.reg_words) <= arch.limit("regs_per_sm"))  # every group's budget fits the register file
     for i, e in enumerate(v.p.edges):
         if v.p.cross_group_cost(e) or v.p.handoff_bytes(e) or v.o.no_handoff:
             same = v.same[i] = m.new_bool_var(f"same_group[{e.src}->{e.dst}#{i}]")
@@ -373,7 +376,6 @@ def add_register_budgets(v: ScheduleModel) -> None:
     """
     m, arch = v.m, v.p.arch
     reserved = arch.limit("regs_reserved_per_thread")
-    m.add(32 * sum(v.reg_words) <= arch.limit("regs_per_sm"))
     window = m.new_interval_var(0, v.ii, v.ii, "window")  # the full copies: live at every cycle
     for g in v.groups:
         intervals, demands = [], []
@@ -427,6 +429,49 @@ def add_tmem_capacity(v: ScheduleModel) -> None:
         v.m.add_cumulative(intervals, demands, v.p.arch.limit("tmem_cols"))
 
 
+def add_average_occupancy(v: ScheduleModel) -> None:
+    """Implied cuts: the storage in use, averaged over one II, fits the capacity.
+
+    Fact: a value of size s held L cycles occupies s * L unit-cycles of the II circle, and a peak
+    is never below the average. The peak families (cumulatives) imply these sums, but CP-SAT's
+    linear relaxation does not see through a cumulative; the sums let it, and they let the
+    relaxation that omits peak families (design.md §3.2) steer clear of lifetimes no peak can hold.
+    Math: sum_v tmem(v) * life_v <= C_tmem * II; per group g:
+    sum_v regs(v) * life_v * x[v,g] <= 32 * (words[g] - reserved * warps[g]) * II.
+    """
+    m, arch = v.m, v.p.arch
+    tmem = [(op.tmem_cols, op) for op in v.p.ops if op.tmem_cols]
+    if tmem:
+        for _, op in tmem:
+            v.lifetime_of(op)
+        m.add(sum(c * v.life[op.name] for c, op in tmem) <= arch.limit("tmem_cols") * v.ii)
+
+def add_register_average(v: ScheduleModel) -> None:
+    """The register half of ``add_average_occupancy``, per warp group (see there)."""
+    m, arch = v.m, v.p.arch
+    regs = [op for op in v.p.ops if op.regs]
+    if not v.joint or not regs:
+        return
+    reserved = arch.limit("regs_reserved_per_thread")
+    for g in v.groups:
+        terms = []
+        for op in regs:
+            v.lifetime_of(op)
+            life = v.life[op.name]
+            here = m.new_int_var(0, _upper(life), f"life_here[{op.name},{g}]")
+            m.add(here == life).only_enforce_if(v.in_group[op.name, g])
+            m.add(here == 0).only_enforce_if(~v.in_group[op.name, g])
+            terms.append(op.regs * here)
+        room = m.new_int_var(0, 32 * _upper(v.reg_words[g]), f"register_room_avg[{g}]")
+        m.add(room == 32 * (v.reg_words[g] - reserved * v.warps[g]))
+        if v.ii_lo == v.ii_hi:
+            m.add(sum(terms) <= room * v.ii_lo)
+        else:
+            capacity = m.new_int_var(0, _upper(room) * v.ii_hi, f"register_room_cycles[{g}]")
+            m.add_multiplication_equality(capacity, [room, v.ii])
+            m.add(sum(terms) <= capacity)
+
+
 # The order matters only where a family reads variables another creates (groups before the rest).
 JOINT_FAMILIES: tuple[tuple[str, Callable[[ScheduleModel], None]], ...] = (
     ("warp_groups", add_warp_groups),
@@ -437,8 +482,10 @@ JOINT_FAMILIES: tuple[tuple[str, Callable[[ScheduleModel], None]], ...] = (
     ("register_budgets", add_register_budgets),
     ("smem_capacity", add_smem_capacity),
     ("tmem_capacity", add_tmem_capacity),
+    ("average_occupancy", add_average_occupancy),
+    ("register_average", add_register_average),
 )
-RELAXED_AWAY = ("register_budgets", "tmem_capacity")  # peak-storage families: slow to satisfy, checked after
+RELAXED_AWAY = ("register_budgets", "tmem_capacity", "register_average")  # peak-storage families: slow to satisfy, checked after
 SWP_FAMILIES = (("dependences", add_dependences), ("modulo_resources", add_modulo_resources))
 
 

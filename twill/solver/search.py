@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 import os
+import threading
 import time
 from dataclasses import dataclass, replace
 
@@ -43,16 +44,48 @@ class _Clock:
 
 
 class _Progress(cp_model.CpSolverSolutionCallback):
-    """Reports each improving solution: phase, incumbent, proven bound, elapsed seconds."""
+    """Reports each improving solution: phase, incumbent, proven bound, elapsed seconds; and
+    remembers when the incumbent last improved, for ``_solve_until_stall``."""
 
     def __init__(self, report, phase: str, clock: _Clock) -> None:
         super().__init__()
         self.report, self.phase, self.clock = report, phase, clock
+        self.last = time.monotonic()
 
     def on_solution_callback(self) -> None:
+        self.last = time.monotonic()
         if self.report:
             self.report(f"  {self.phase}: incumbent {self.objective_value:.0f}, bound {self.best_objective_bound:.0f}, "
                         f"{self.clock.elapsed():.1f}s")
+
+
+def _solve_until_stall(solver: cp_model.CpSolver, model: cp_model.CpModel, progress: _Progress,
+                       min_stall: float = 3.0) -> int:
+    """Solve an optimisation phase, stopping early once its incumbent has stopped improving.
+
+    A phase whose bound CP-SAT cannot close would otherwise spend its whole time budget after
+    its last (often its first) improvement. The phase stops when the time since the last
+    improvement exceeds both ``min_stall`` seconds and the time the phase took to reach it, so
+    a phase that is still finding better schedules keeps going. The answer stays "best found"
+    (never "proven") for a stopped phase, as for one that timed out.
+    """
+    done = threading.Event()
+    begun = time.monotonic()
+
+    def watch() -> None:
+        while not done.wait(0.05):
+            now = time.monotonic()
+            if now - progress.last > max(min_stall, progress.last - begun):
+                solver.stop_search()
+                return
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    try:
+        return solver.solve(model, progress)
+    finally:
+        done.set()
+        watcher.join()
 
 
 def lower_bound(problem: Problem, options: SolveOptions, bounds: Bounds | None = None) -> int:
@@ -70,11 +103,15 @@ def _upper_cap(problem: Problem) -> int:
     return span + sum(problem.cross_group_cost(e) + e.latency for e in problem.edges) + 1
 
 
-def _solver(seconds: float, workers: int, deterministic: bool = False) -> cp_model.CpSolver:
+def _solver(seconds: float, workers: int, deterministic: bool = False, wall: float | None = None) -> cp_model.CpSolver:
+    """A CP-SAT solver; ``deterministic`` bounds work, not wall time (``wall`` caps the latter
+    too, so a loaded machine cannot stretch a solve far past the user's time limit)."""
     s = cp_model.CpSolver()
     if deterministic:
         s.parameters.num_workers = 1
         s.parameters.max_deterministic_time = max(1.0, seconds)
+        if wall is not None:
+            s.parameters.max_time_in_seconds = max(1.0, wall)
     else:
         s.parameters.num_workers = workers or os.cpu_count() or 1
         s.parameters.max_time_in_seconds = max(0.05, seconds)
@@ -127,7 +164,8 @@ def _relaxed_hint(problem: Problem, options: SolveOptions, lo: int, hi: int, clo
 
 
 def _assignment(v: ScheduleModel, s: cp_model.CpSolver) -> dict:
-    return {"starts": _starts(v, s), "groups": {k: int(s.value(x)) for k, x in v.group_of.items()}}
+    return {"ii": int(s.value(v.ii)), "starts": _starts(v, s),
+            "groups": {k: int(s.value(x)) for k, x in v.group_of.items()}}
 
 
 def _pressure_objective(v: ScheduleModel) -> cp_model.LinearExprT:
@@ -153,12 +191,14 @@ def _window_search(problem: Problem, options: SolveOptions, lb: int, clock: _Clo
                 report(f"II window [{lo}, {hi}]: proven infeasible by the relaxation ({clock.elapsed():.1f}s)")
             lo, width = hi + 1, max(8, 2 * width + 1, lo // 64)
             continue
+        if verdict == "partial":
+            if report:
+                report(f"  relaxation found a schedule to start from ({clock.elapsed():.1f}s)")
+            hint = _repair(problem, options, hint, clock) or hint
         v = build_model(problem, options, lo, hi)
         v.m.minimize(v.ii)
         if verdict == "partial":
             _hint_starts_groups(v, hint)
-        if report and verdict == "partial":
-            report(f"  relaxation found a schedule to start from ({clock.elapsed():.1f}s)")
         s = _solver(min(clock.left(), max(5.0, options.time_limit / 4)), options.workers)
         status = s.solve(v.m, _Progress(report, "II", clock))
         bound = proven if proven is not None else lo
@@ -237,6 +277,34 @@ def _hint_starts_groups(v: ScheduleModel, hint: dict) -> None:
         v.m.add_hint(var, hint["starts"][name])
     for name, var in v.group_of.items():
         v.m.add_hint(var, hint["groups"][name])
+    for key, variables in (("warps", v.warps), ("regs", v.regs)):
+        for g, value in hint.get(key, {}).items():
+            v.m.add_hint(variables[g], value)
+
+
+def _repair(problem: Problem, options: SolveOptions, hint: dict, clock: _Clock, seconds: float = 5.0) -> dict | None:
+    """Complete a relaxation's schedule into one of the full model, keeping its II and warp groups.
+
+    With the groups fixed the register and TMEM peaks are one cumulative per group with no
+    optional intervals, a far smaller problem than the free assignment; a complete schedule found
+    here hints the window model much better than starts and groups alone. None when it fails.
+    """
+    if options.swp_only:
+        return None
+    labels: dict[int, int] = {}
+    for op in problem.ops:
+        labels.setdefault(hint["groups"][op.name], len(labels))
+    fixed = tuple((op.name, labels[hint["groups"][op.name]]) for op in problem.ops)
+    ii = hint["ii"]
+    w = build_model(problem, replace(options, fixed_groups=fixed), ii, ii)
+    _hint_starts_groups(w, {"starts": hint["starts"], "groups": dict(fixed)})
+    s = _solver(min(clock.left(), seconds), options.workers)
+    if s.solve(w.m) not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        return None
+    out = _assignment(w, s)
+    out["warps"] = {g: int(s.value(x)) for g, x in enumerate(w.warps)}
+    out["regs"] = {g: int(s.value(x)) for g, x in enumerate(w.regs)}
+    return out
 
 
 def _fixed(problem: Problem, options: SolveOptions, ii: int, fixed: dict[str, int]) -> ScheduleModel:
@@ -309,8 +377,10 @@ def solve(problem: Problem, options: SolveOptions | None = None) -> Schedule:
             continue
         _hint_solution(v, solution)
         v.m.minimize(v.objective_terms[name])
-        ws = _solver(max(min(clock.left(), options.phase_limit), 1.0), options.workers)
-        st = ws.solve(v.m, _Progress(report, name, clock))
+        if clock.left() < 0.2:
+            break  # out of time: the remaining objectives keep the values the last solution has
+        ws = _solver(min(clock.left(), options.phase_limit), options.workers)
+        st = _solve_until_stall(ws, v.m, _Progress(report, name, clock))
         if st not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
             break
         values[name] = int(ws.objective_value)
@@ -335,7 +405,7 @@ def _canonical(problem, options, ii, values, last: ScheduleModel, solution: list
     late = [v.length - v.start[op.name] for op in problem.ops if not op.variable_latency]
     early = [v.start[op.name] for op in problem.ops if op.variable_latency]
     v.m.minimize(sum(late) + sum(early))
-    s = _solver(min(30.0, max(5.0, clock.left())), options.workers, deterministic=True)
+    s = _solver(max(1.0, min(30.0, clock.left())), options.workers, deterministic=True, wall=clock.left() + 2.0)
     st = s.solve(v.m)
     if st in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         return v, s

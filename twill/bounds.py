@@ -14,9 +14,9 @@ from dataclasses import dataclass
 
 import networkx as nx
 
-from .problem import Problem
+from .problem import Problem, read_time
 
-__all__ = ["UnitBound", "Recurrence", "Bounds", "res_mii", "rec_mii", "compute_bounds"]
+__all__ = ["UnitBound", "Recurrence", "Bounds", "StorageBound", "res_mii", "rec_mii", "storage_mii", "compute_bounds"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,3 +137,85 @@ def _recurrence(problem: Problem, cycle: list[str], ii: int) -> Recurrence:
 
 def compute_bounds(problem: Problem) -> Bounds:
     return Bounds(res_mii(problem), rec_mii(problem))
+
+
+# -- storage: what the memories hold, averaged over one II (joint problem only) -------------------
+@dataclass(frozen=True, slots=True)
+class StorageBound:
+    """The least II at which every memory can hold, on average, what the schedule keeps in it."""
+
+    ii: int
+    memory: str  # "tmem" | "smem" | "registers"
+    demand: int  # size x shortest lifetime summed over the values, in unit-cycles, at II - 1
+    capacity: int  # what the memory holds per cycle
+
+    def sentence(self) -> str:
+        return (f"{self.memory}: the values kept there occupy {self.demand} unit-cycles per iteration at "
+                f"II {self.ii - 1}, more than {self.capacity} x II")
+
+
+def _shortest_lifetimes(problem: Problem, ii: int, names: list[str]) -> dict[str, int]:
+    """Each value's shortest possible lifetime at ``ii``: from its issue to the end of its last
+    read, where every reader is at least the longest dependence path away (weights latency -
+    distance x II; no positive cycle once II >= RecMII)."""
+    g = _weighted_graph(problem, ii)  # weight = ii * distance - latency: shortest path = -longest
+    out = {}
+    for name in names:
+        dist = nx.single_source_bellman_ford_path_length(g, name, weight="weight")
+        ends = [-dist[e.dst] + e.distance * ii + read_time(e, problem.op(e.dst))
+                for e in problem.body.out_edges(name) if e.dst in dist]
+        out[name] = max(ends) if ends else problem.op(name).latency
+    return out
+
+
+def _storage_excess(problem: Problem, ii: int) -> tuple[str, int, int] | None:
+    """The first memory whose average demand exceeds its capacity at ``ii``, or None."""
+    a = problem.arch
+    widest = max(op.min_warps for op in problem.ops)
+    memories = (
+        ("tmem", lambda op: op.tmem_cols, a.limit("tmem_cols")),
+        ("smem", lambda op: op.smem_bytes, a.limit("smem_bytes_per_cta")),
+        ("registers", lambda op: op.regs,
+         a.limit("regs_per_sm") - 32 * a.limit("regs_reserved_per_thread") * widest),
+    )
+    for memory, size, capacity in memories:
+        names = [op.name for op in problem.ops if size(op)]
+        if not names:
+            continue
+        life = _shortest_lifetimes(problem, ii, names)
+        demand = sum(size(problem.op(n)) * life[n] for n in names)
+        if demand > capacity * ii:
+            return memory, demand, capacity
+    return None
+
+
+def storage_mii(problem: Problem, lo: int, cap: int) -> StorageBound | None:
+    """The least II >= ``lo`` at which every memory's average occupancy fits, or None when ``lo``
+    already fits; raises ValueError when no II up to ``cap`` fits.
+
+    A value of size s alive L cycles fills s x L unit-cycles of the II circle and a peak is never
+    below the average, so sum_v s_v x L_v <= C x II is necessary for TMEM, SMEM (ring copies >=
+    L / II) and the register file (all groups' budgets together, less the reserved registers).
+    With II >= RecMII each shortest lifetime is a maximum of linear functions of II, so each
+    condition's excess is convex in II and the IIs that pass form an interval: galloping up to a
+    passing II and bisecting back finds its first element exactly (design.md §3.1).
+    """
+    if _storage_excess(problem, lo) is None:
+        return None
+    bad, step, good = lo, 1, None
+    while good is None:
+        probe = min(cap, bad + step)
+        if _storage_excess(problem, probe) is None:
+            good = probe
+        elif probe >= cap:
+            raise ValueError(f"no II up to {cap} leaves room for the values the memories hold")
+        else:
+            bad, step = probe, 2 * step
+    while good - bad > 1:
+        mid = (bad + good) // 2
+        if _storage_excess(problem, mid) is None:
+            good = mid
+        else:
+            bad = mid
+    memory, demand, capacity = _storage_excess(problem, good - 1)
+    return StorageBound(good, memory, demand, capacity)

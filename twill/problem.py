@@ -18,7 +18,22 @@ from .arch import Arch
 from .errors import ProblemError
 from .ir import Carrier, Edge, LoopBody, Op, Use
 
-__all__ = ["Problem", "build_problem"]
+__all__ = ["Problem", "build_problem", "read_time"]
+
+
+def read_time(edge: Edge, dst: Op) -> int:
+    """How long after the consumer issues the value's storage must stay intact.
+
+    An in-place consumer (an accumulator chain) takes the storage over when it starts. An
+    asynchronous consumer (wgmma, tcgen05, TMA) reads its operands until it completes. A
+    synchronous consumer reads registers in place as it overwrites them, and reads shared or
+    tensor memory for its whole busy span. (The validator restates this rule independently.)
+    """
+    if edge.in_place:
+        return 0
+    if dst.is_async:
+        return dst.latency
+    return 0 if edge.carrier is Carrier.REGISTERS else dst.busy_cycles
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,8 +17,9 @@ from dataclasses import dataclass, field
 
 from ortools.sat.python import cp_model
 
-from ..ir import Carrier, Edge, Op
+from ..ir import Carrier, Op
 from ..problem import Problem
+from ..problem import read_time as _read_time
 
 __all__ = ["SolveOptions", "ScheduleModel", "JOINT_FAMILIES", "build_model"]
 
@@ -59,21 +60,6 @@ class SolveOptions:
 def _upper(var: cp_model.IntVar) -> int:
     """A variable's largest value (the proto wrapper does not index from the end)."""
     return list(var.proto.domain)[-1]
-
-
-def _read_time(edge: Edge, dst: Op) -> int:
-    """How long after the consumer issues the value's storage must stay intact.
-
-    An in-place consumer (an accumulator chain) takes the storage over when it starts. An
-    asynchronous consumer (wgmma, tcgen05, TMA) reads its operands until it completes. A
-    synchronous consumer reads registers in place as it overwrites them, and reads shared or
-    tensor memory for its whole busy span.
-    """
-    if edge.in_place:
-        return 0
-    if dst.is_async:
-        return dst.latency
-    return 0 if edge.carrier is Carrier.REGISTERS else dst.busy_cycles
 
 
 class ScheduleModel:

@@ -21,7 +21,7 @@ from dataclasses import dataclass, replace
 
 from ortools.sat.python import cp_model
 
-from ..bounds import Bounds, compute_bounds
+from ..bounds import Bounds, compute_bounds, storage_mii
 from ..errors import InfeasibleError
 from ..problem import Problem
 from ..schedule import Schedule
@@ -89,12 +89,28 @@ def _solve_until_stall(solver: cp_model.CpSolver, model: cp_model.CpModel, progr
 
 
 def lower_bound(problem: Problem, options: SolveOptions, bounds: Bounds | None = None) -> int:
-    """II can be no smaller than the unit and recurrence bounds, nor than any op's group hold."""
+    """II can be no smaller than the unit and recurrence bounds, nor than any op's group hold,
+    nor (joint problem) than the II at which the memories hold their values on average."""
+    return bound_and_reason(problem, options, bounds)[0]
+
+
+def bound_and_reason(problem: Problem, options: SolveOptions, bounds: Bounds | None = None) -> tuple[int, str]:
+    """``lower_bound`` and a sentence naming what binds it."""
     b = bounds or compute_bounds(problem)
-    lb = b.mii
-    if not options.swp_only:
-        lb = max(lb, max(problem.hold(op.name) for op in problem.ops))
-    return lb
+    lb, why = b.mii, b.binding()
+    if options.swp_only:
+        return lb, why
+    holder = max(problem.ops, key=lambda op: problem.hold(op.name))
+    if problem.hold(holder.name) > lb:
+        lb, why = problem.hold(holder.name), f"op {holder.name!r} holds its warp group {problem.hold(holder.name)} cycles"
+    try:
+        storage = storage_mii(problem, lb, _upper_cap(problem))
+    except ValueError as err:
+        raise InfeasibleError(f"{problem.body.name!r} on {problem.arch.name!r}: infeasible: {err}",
+                              reason=str(err)) from None
+    if storage is not None:
+        lb, why = storage.ii, storage.sentence()
+    return lb, why
 
 
 def _upper_cap(problem: Problem) -> int:
@@ -357,9 +373,9 @@ def solve(problem: Problem, options: SolveOptions | None = None) -> Schedule:
             raise InfeasibleError(f"{problem.body.name!r} on {problem.arch.name!r}: infeasible: {reasons[0]}",
                                   reason=reasons[0])
     bounds = compute_bounds(problem)
-    lb = lower_bound(problem, options, bounds)
+    lb, why = bound_and_reason(problem, options, bounds)
     if report:
-        report(f"lower bound II >= {lb}: {bounds.binding()}")
+        report(f"lower bound II >= {lb}: {why}")
     v, s, status, proven_lb = _window_search(problem, options, lb, clock)
     if v is None:
         raise InfeasibleError(f"{problem.body.name!r} on {problem.arch.name!r}: no schedule found within "
@@ -390,7 +406,7 @@ def solve(problem: Problem, options: SolveOptions | None = None) -> Schedule:
         if report:
             report(f"{name} = {values[name]} ({'proven' if proven[name] else 'best found'}, {clock.elapsed():.1f}s)")
     final, fs = _canonical(problem, options, ii, values, v, solution, clock)
-    proof = _proof(optimal, ii, lb, proven_lb, bounds)
+    proof = _proof(optimal, ii, lb, proven_lb, why)
     if report:
         report(f"done: II {ii} ({'optimal' if optimal else 'feasible'}), {clock.elapsed():.1f}s")
     return _extract(problem, options, final, fs, optimal, proven_lb, proof, proven, clock.elapsed())
@@ -418,13 +434,13 @@ def _canonical(problem, options, ii, values, last: ScheduleModel, solution: list
     return last, s
 
 
-def _proof(optimal: bool, ii: int, lb: int, proven_lb: int, bounds: Bounds) -> str:
+def _proof(optimal: bool, ii: int, lb: int, proven_lb: int, why: str) -> str:
     if not optimal:
         return f"feasible: time limit reached; every II below {proven_lb} is proven infeasible"
     if ii == lb:
-        return f"optimal: II meets the lower bound {lb} ({bounds.binding()})"
+        return f"optimal: II meets the lower bound {lb} ({why})"
     return (f"optimal: every II in [{lb}, {ii - 1}] is proven infeasible by CP-SAT "
-            f"(lower bound {lb}: {bounds.binding()})")
+            f"(lower bound {lb}: {why})")
 
 
 def _extract(problem, options, v: ScheduleModel, s: cp_model.CpSolver, optimal, proven_lb, proof, proven,

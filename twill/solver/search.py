@@ -192,10 +192,15 @@ def _pressure_objective(v: ScheduleModel) -> cp_model.LinearExprT:
     return weight * v.objective_terms["groups"] + sum(words)
 
 
-def _window_search(problem: Problem, options: SolveOptions, lb: int, clock: _Clock):
-    """Find the smallest feasible II; returns (model, solver, status, proven lower bound)."""
+class _Exhausted(Exception):
+    """Every II up to the search's cap is proven infeasible."""
+
+
+def _window_search(problem: Problem, options: SolveOptions, lb: int, clock: _Clock, cap: int):
+    """Find the smallest feasible II <= ``cap``; returns (model, solver, status, proven lower bound).
+    Raises ``_Exhausted`` when every II in [lb, cap] is proven infeasible."""
     report = options.progress
-    lo, width, cap = lb, 0, _upper_cap(problem)
+    lo, width = lb, 0
     proven = None  # the smallest II not yet proven infeasible, once a window timed out
     while lo <= cap and clock.left() > 0:
         hi = min(cap, lo + width)
@@ -239,9 +244,7 @@ def _window_search(problem: Problem, options: SolveOptions, lb: int, clock: _Clo
         lo, width = hi + 1, max(8, 2 * width + 1, lo // 4)
     if proven is not None or clock.left() <= 0:
         return None, None, cp_model.UNKNOWN, proven if proven is not None else lo
-    raise InfeasibleError(f"{problem.body.name!r} on {problem.arch.name!r}: no schedule exists for any II up to "
-                          f"{cap} (a fully sequential iteration); a constraint can never be met",
-                          reason="search exhausted")
+    raise _Exhausted()
 
 
 def _probe_fixed(problem: Problem, options: SolveOptions, start: int, cap: int, clock: _Clock):
@@ -295,7 +298,8 @@ def _hint_starts_groups(v: ScheduleModel, hint: dict) -> None:
         v.m.add_hint(var, hint["groups"][name])
     for key, variables in (("warps", v.warps), ("regs", v.regs)):
         for g, value in hint.get(key, {}).items():
-            v.m.add_hint(variables[g], value)
+            if g < len(variables):  # none in a pure modulo-scheduling model
+                v.m.add_hint(variables[g], value)
 
 
 def _repair(problem: Problem, options: SolveOptions, hint: dict, clock: _Clock, seconds: float = 5.0) -> dict | None:
@@ -376,8 +380,30 @@ def solve(problem: Problem, options: SolveOptions | None = None) -> Schedule:
     lb, why = bound_and_reason(problem, options, bounds)
     if report:
         report(f"lower bound II >= {lb}: {why}")
-    v, s, status, proven_lb = _window_search(problem, options, lb, clock)
+    incumbent = _heuristic_incumbent(problem, options, lb)
+    cap = _upper_cap(problem) if incumbent is None else incumbent.ii - 1
+    if report and incumbent is not None:
+        report(f"heuristic schedule (Rau's IMS) at II {incumbent.ii}: the search looks below it ({clock.elapsed():.1f}s)")
+    try:
+        # with a schedule in hand, keep a tenth of the time for the secondary objectives
+        search_clock = clock if incumbent is None else _Clock(clock.start, 0.9 * clock.limit)
+        v, s, status, proven_lb = _window_search(problem, options, lb, search_clock, cap) if cap >= lb else (
+            None, None, cp_model.UNKNOWN, lb)
+        exhausted = cap < lb
+    except _Exhausted:
+        v, s, status, proven_lb, exhausted = None, None, cp_model.UNKNOWN, cap + 1, True
+    if v is None and incumbent is not None:
+        # the heuristic's II is the best known; proven optimal when every II below it is infeasible
+        v, s = _adopt(problem, options, incumbent, clock)
+        status, proven_lb = (cp_model.OPTIMAL if exhausted else cp_model.FEASIBLE), (
+            incumbent.ii if exhausted else proven_lb)
+        if v is None:
+            return _as_result(incumbent, exhausted, proven_lb, lb, why, clock)
     if v is None:
+        if exhausted:
+            raise InfeasibleError(f"{problem.body.name!r} on {problem.arch.name!r}: no schedule exists for any II up "
+                                  f"to {cap} (a fully sequential iteration); a constraint can never be met",
+                                  reason="search exhausted")
         raise InfeasibleError(f"{problem.body.name!r} on {problem.arch.name!r}: no schedule found within "
                               f"{options.time_limit:g}s; II >= {proven_lb} is proven (raise --time-limit)",
                               reason="time limit")
@@ -410,6 +436,56 @@ def solve(problem: Problem, options: SolveOptions | None = None) -> Schedule:
     if report:
         report(f"done: II {ii} ({'optimal' if optimal else 'feasible'}), {clock.elapsed():.1f}s")
     return _extract(problem, options, final, fs, optimal, proven_lb, proof, proven, clock.elapsed())
+
+
+def _heuristic_incumbent(problem: Problem, options: SolveOptions, lb: int) -> Schedule | None:
+    """A validated schedule from Rau's iterative modulo scheduling (``twill.heuristics``), or None.
+
+    It bounds the search from above (windows stop below its II) and is the answer when the time
+    limit runs out before CP-SAT finds anything. Only for the plain problem: a baseline strategy or
+    an ablation (fixed groups, one stage, fewer warps, no hand-off) restricts what it may return.
+    """
+    if options.fixed_groups or options.single_stage or options.max_warps is not None or options.no_handoff:
+        return None
+    from ..heuristics import ims_swp, ims_triton_split  # a peer of the solver: imported on use
+
+    result = (ims_swp if options.swp_only else ims_triton_split)(problem, options)
+    sched = result.schedule
+    if sched is None or len(sched.groups) > options.max_groups or sched.ii < lb:
+        return None
+    return sched
+
+
+def _adopt(problem: Problem, options: SolveOptions, incumbent: Schedule, clock: _Clock):
+    """The incumbent as a solution of the full model at its II (complete hint), so the secondary
+    objectives can improve it; (None, None) when CP-SAT cannot confirm it in a short slice."""
+    v = build_model(problem, options, incumbent.ii, incumbent.ii)
+    labels = {g.id: i for i, g in enumerate(incumbent.groups)}
+    hint = {"starts": {o.id: o.start for o in incumbent.ops},
+            "groups": {o.id: labels[o.group] for o in incumbent.ops},
+            "warps": {labels[g.id]: g.warps for g in incumbent.groups},
+            "regs": {labels[g.id]: g.regs_per_thread or 0 for g in incumbent.groups}}
+    if v.joint:
+        # group labels must open in op order (the model's symmetry breaking)
+        order: dict[int, int] = {}
+        for op in problem.ops:
+            order.setdefault(hint["groups"][op.name], len(order))
+        hint["groups"] = {k: order[g] for k, g in hint["groups"].items()}
+        hint["warps"] = {order[g]: w for g, w in hint["warps"].items() if g in order}
+        hint["regs"] = {order[g]: r for g, r in hint["regs"].items() if g in order}
+    _hint_starts_groups(v, hint)
+    v.m.minimize(v.length)  # II is fixed; keep the stages the heuristic chose
+    s = _solver(max(1.0, min(clock.left(), 10.0)), options.workers)
+    if s.solve(v.m) in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        return v, s
+    return None, None
+
+
+def _as_result(incumbent: Schedule, optimal: bool, proven_lb: int, lb: int, why: str, clock: _Clock) -> Schedule:
+    """The heuristic's own schedule, labelled with what the search proved."""
+    proof = _proof(optimal, incumbent.ii, lb, proven_lb, why) + " (schedule from Rau's IMS heuristic)"
+    return replace(incumbent, status="optimal" if optimal else "feasible",
+                    ii_lower_bound=incumbent.ii if optimal else proven_lb, proof=proof, solve_seconds=clock.elapsed())
 
 
 def _canonical(problem, options, ii, values, last: ScheduleModel, solution: list[int], clock):

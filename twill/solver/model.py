@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 from ortools.sat.python import cp_model
 
@@ -100,6 +100,7 @@ class ScheduleModel:
         self.life: dict[str, cp_model.IntVar] = {}  # cycles each result's storage is held
         self.handoff_terms: list[LinearExpr] = []  # SMEM bytes staged by cross-group hand-offs
         self.objective_terms: dict[str, LinearExpr] = {"ii": self.ii, "length": self.length}
+        self.symmetry = True
 
     # -- facts derived from the problem ------------------------------------------------------
     def _span(self, op: Op) -> int:
@@ -362,9 +363,8 @@ def add_register_budgets(v: ScheduleModel) -> None:
     """
     m, arch = v.m, v.p.arch
     reserved = arch.limit("regs_reserved_per_thread")
-    window = m.new_interval_var(0, v.ii, v.ii, "window")  # the full copies: live at every cycle
     for g in v.groups:
-        intervals, demands = [], []
+        intervals, demands, full_words = [], [], []
         for op in v.p.ops:
             if not op.regs:
                 continue
@@ -375,11 +375,13 @@ def add_register_budgets(v: ScheduleModel) -> None:
             full_here = m.new_int_var(0, _upper(full), f"live_full[{op.name},{g}]")
             m.add(full_here == full).only_enforce_if(x)
             m.add(full_here == 0).only_enforce_if(~x)
-            intervals.append(window)
-            demands.append(op.regs * full_here)
+            full_words.append(op.regs * full_here)
         if intervals:
+            # The full copies are live at every cycle, so their words come off the capacity. (They
+            # used to sit on a [0, II) interval with a variable demand under this variable capacity:
+            # CP-SAT 9.15 then proves feasible models infeasible; docs/benchmarks_notes.md.)
             room = m.new_int_var(0, 32 * _upper(v.reg_words[g]), f"register_room[{g}]")
-            m.add(room == 32 * (v.reg_words[g] - reserved * v.warps[g]))
+            m.add(room == 32 * (v.reg_words[g] - reserved * v.warps[g]) - sum(full_words))
             m.add_cumulative(intervals, demands, room)
 
 
@@ -458,6 +460,54 @@ def add_register_average(v: ScheduleModel) -> None:
             m.add(sum(terms) <= capacity)
 
 
+def interchangeable_ops(problem: Problem, limit: int = 64) -> list[tuple[str, str]]:
+    """Pairs (v, σ(v)) for automorphisms σ of the loop body, v the first op σ moves.
+
+    An automorphism maps ops to identical ops (same costs, units, footprints) and edges to
+    identical edges: two sub-tiles of FlashAttention are one. Any schedule mapped through σ is a
+    schedule with the same objective values, so requiring start[v] <= start[σ(v)] for each σ
+    keeps an optimal schedule (the lexicographically least of its orbit satisfies them all) while
+    cutting off its mirror images, which an infeasibility proof would otherwise refute again.
+    At most ``limit`` automorphisms are enumerated; any subset of them is still valid.
+    """
+    import networkx as nx
+    from networkx.algorithms import isomorphism
+
+    g = nx.MultiDiGraph()
+    order = {op.name: i for i, op in enumerate(problem.ops)}
+    for op in problem.ops:
+        g.add_node(op.name, key=tuple(getattr(op, f.name) for f in fields(op) if f.name not in ("name", "ref")))
+    for e in problem.edges:
+        g.add_edge(e.src, e.dst, sig=tuple(getattr(e, f.name) for f in fields(e) if f.name not in ("src", "dst")))
+
+    def same_edges(a: dict, b: dict) -> bool:
+        return sorted(repr(d["sig"]) for d in a.values()) == sorted(repr(d["sig"]) for d in b.values())
+
+    matcher = isomorphism.MultiDiGraphMatcher(g, g, node_match=lambda a, b: a["key"] == b["key"],
+                                              edge_match=same_edges)
+    pairs: list[tuple[str, str]] = []
+    for k, sigma in enumerate(matcher.isomorphisms_iter()):
+        if k >= limit:
+            break
+        moved = sorted((n for n in sigma if sigma[n] != n), key=order.__getitem__)
+        if moved and (moved[0], sigma[moved[0]]) not in pairs:
+            pairs.append((moved[0], sigma[moved[0]]))
+    return pairs
+
+
+def add_symmetry_breaking(v: ScheduleModel) -> None:
+    """Mirror images of a schedule under an automorphism of the loop body are cut off.
+
+    Fact: interchangeable ops (two identical sub-tiles) give each schedule a twin with the same
+    II, groups, registers and length. Math: start[v] <= start[σ(v)] for the automorphisms σ of
+    ``interchangeable_ops``. Skipped when groups are pinned (a baseline), which may tell twins apart.
+    """
+    if v.o.fixed_groups or not v.symmetry:
+        return
+    for a, b in interchangeable_ops(v.p):
+        v.m.add(v.start[a] <= v.start[b])
+
+
 # The order matters only where a family reads variables another creates (groups before the rest).
 JOINT_FAMILIES: tuple[tuple[str, Callable[[ScheduleModel], None]], ...] = (
     ("warp_groups", add_warp_groups),
@@ -470,9 +520,11 @@ JOINT_FAMILIES: tuple[tuple[str, Callable[[ScheduleModel], None]], ...] = (
     ("tmem_capacity", add_tmem_capacity),
     ("average_occupancy", add_average_occupancy),
     ("register_average", add_register_average),
+    ("symmetry_breaking", add_symmetry_breaking),
 )
 RELAXED_AWAY = ("register_budgets", "tmem_capacity", "register_average")  # peak-storage families: slow to satisfy, checked after
-SWP_FAMILIES = (("dependences", add_dependences), ("modulo_resources", add_modulo_resources))
+SWP_FAMILIES = (("dependences", add_dependences), ("modulo_resources", add_modulo_resources),
+                ("symmetry_breaking", add_symmetry_breaking))
 
 
 def add_strategy_restrictions(v: ScheduleModel) -> None:
@@ -490,7 +542,7 @@ def add_strategy_restrictions(v: ScheduleModel) -> None:
 
 
 def build_model(problem: Problem, options: SolveOptions, ii_lo: int, ii_hi: int, relaxed: bool = False,
-                max_stage: int | None = None) -> ScheduleModel:
+                max_stage: int | None = None, symmetry: bool = True) -> ScheduleModel:
     """A model of every schedule of ``problem`` with II in [ii_lo, ii_hi].
 
     ``relaxed`` leaves out the peak-storage families (register budgets, TMEM), which make
@@ -499,6 +551,7 @@ def build_model(problem: Problem, options: SolveOptions, ii_lo: int, ii_hi: int,
     ``max_stage`` caps the stages (a heuristic search space for hints, design.md §3.2).
     """
     v = ScheduleModel(problem, options, ii_lo, ii_hi, max_stage)
+    v.symmetry = symmetry  # off to adopt a given schedule, which may be the mirror image
     families = SWP_FAMILIES if options.swp_only else JOINT_FAMILIES
     for name, family in families:
         if not (relaxed and name in RELAXED_AWAY):

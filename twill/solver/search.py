@@ -70,12 +70,17 @@ def _solve_until_stall(solver: cp_model.CpSolver, model: cp_model.CpModel, progr
     (never "proven") for a stopped phase, as for one that timed out.
     """
     done = threading.Event()
-    begun = time.monotonic()
+    threads = max(1, solver.parameters.num_workers)
+    begun = time.process_time()
+    last = [begun, progress.last]  # CPU time at the last improvement, and its wall-clock stamp
 
     def watch() -> None:
+        # CPU seconds, not wall seconds: on a loaded machine the solver gets less done per second
         while not done.wait(0.05):
-            now = time.monotonic()
-            if now - progress.last > max(min_stall, progress.last - begun):
+            now = time.process_time()
+            if progress.last != last[1]:
+                last[:] = [now, progress.last]
+            if now - last[0] > max(min_stall * threads, last[0] - begun):
                 solver.stop_search()
                 return
 
@@ -459,7 +464,7 @@ def _heuristic_incumbent(problem: Problem, options: SolveOptions, lb: int) -> Sc
 def _adopt(problem: Problem, options: SolveOptions, incumbent: Schedule, clock: _Clock):
     """The incumbent as a solution of the full model at its II (complete hint), so the secondary
     objectives can improve it; (None, None) when CP-SAT cannot confirm it in a short slice."""
-    v = build_model(problem, options, incumbent.ii, incumbent.ii)
+    v = build_model(problem, options, incumbent.ii, incumbent.ii, symmetry=False)
     labels = {g.id: i for i, g in enumerate(incumbent.groups)}
     hint = {"starts": {o.id: o.start for o in incumbent.ops},
             "groups": {o.id: labels[o.group] for o in incumbent.ops},
@@ -497,7 +502,7 @@ def _canonical(problem, options, ii, values, last: ScheduleModel, solution: list
     late = [v.length - v.start[op.name] for op in problem.ops if not op.variable_latency]
     early = [v.start[op.name] for op in problem.ops if op.variable_latency]
     v.m.minimize(sum(late) + sum(early))
-    s = _solver(max(1.0, min(30.0, clock.left())), options.workers, deterministic=True, wall=clock.left() + 2.0)
+    s = _solver(max(1.0, min(10.0, clock.left())), options.workers, deterministic=True, wall=clock.left() + 2.0)
     st = s.solve(v.m)
     if st in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         return v, s

@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from twill.estimate import causal_iterations, estimate_fa_backward, estimate_fa_forward, estimate_gemm
 from twill.registry import get_arch
 
-H100 = get_arch("h100")
+# The H100 model before calibration (issue 8; tests/data/h100_datasheet.toml, checked against archs/h100.toml by
+# tests/test_calibrate.py): the hand-worked cycle counts in this file are its datasheet and proxy costs, so a
+# new calibration of the built-in h100 does not rewrite them.
+_H100 = str(Path(__file__).resolve().parent / "data" / "h100_datasheet.toml")
+H100 = get_arch(_H100)
 FA = {"batch": 2, "heads": 16, "seqlen": 8192, "head_dim": 128, "block_m": 128, "block_n": 128}
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from functools import cache
+from pathlib import Path
 
 import pytest
 
@@ -16,6 +17,11 @@ from twill.registry import get_arch
 from twill.schedule import Buffer, Group, Schedule, ScheduledOp
 from twill.solver import SolveOptions, solve
 from twill.validate import RULES, Violation, problem_for, validate
+
+# The H100 model before calibration (issue 8; tests/data/h100_datasheet.toml, checked against archs/h100.toml by
+# tests/test_calibrate.py): the hand-worked cycle counts in this file are its datasheet and proxy costs, so a
+# new calibration of the built-in h100 does not rewrite them.
+H100 = str(Path(__file__).resolve().parent / "data" / "h100_datasheet.toml")
 
 
 @cache
@@ -56,7 +62,7 @@ def test_solver_schedules_pass(program: str, arch_name: str) -> None:
 
 def test_solver_gemm_h100_is_the_tma_bound_schedule() -> None:
     """The numbers the broken-schedule tests below rely on."""
-    p, s = solved("gemm", "h100")
+    p, s = solved("gemm", H100)
     assert s.ii == 1367  # TMA: 456 (A, 16 KiB) + 911 (B, 32 KiB) cycles at 36 B/clk
     assert [(o.id, o.start, o.group) for o in s.ops] == [("load_a", 0, 0), ("load_b", 456, 0), ("mma", 1807, 1)]
     assert {b.value: b.copies for b in s.buffers if b.memory == "smem"} == {"load_a": 3, "load_b": 2}
@@ -92,7 +98,7 @@ def test_problem_for_rebuilds_from_json() -> None:
 
 # -- broken schedules -------------------------------------------------------------------------
 def test_dependence_violated() -> None:
-    p, s = solved("gemm", "h100")
+    p, s = solved("gemm", H100)
     found = validate(p, moved(s, mma=1700))
     assert found == [Violation("dependence", "dependence load_b -> mma: mma starts at 1700 but load_b's result is "
                                              "ready at 1807", ("load_b", "mma"), 1700)]
@@ -100,7 +106,7 @@ def test_dependence_violated() -> None:
 
 def test_loop_carried_dependence_violated() -> None:
     """At II 1000 the next iteration's MMA would start before this one's 1024 tensor-core cycles end."""
-    p, s = solved("gemm", "h100")
+    p, s = solved("gemm", H100)
     fast = moved(replace(s, ii=1000), **{o.id: o.start for o in s.ops})
     found = [v for v in validate(p, fast) if v.rule == "dependence"]
     assert found == [Violation("dependence", "dependence mma -> mma: mma of the iteration 1 later starts at 2807 "
@@ -109,7 +115,7 @@ def test_loop_carried_dependence_violated() -> None:
 
 
 def test_two_ops_on_one_unit() -> None:
-    p, s = solved("gemm", "h100")
+    p, s = solved("gemm", H100)
     found = validate(p, moved(s, load_b=400))  # its 911 TMA cycles now overlap load_a's [0, 456)
     assert rules(found) == {"unit_capacity"}
     assert found[0].ops == ("load_a", "load_b") and found[0].cycle == 400
@@ -118,7 +124,7 @@ def test_two_ops_on_one_unit() -> None:
 
 def test_ring_too_shallow_for_shared_memory() -> None:
     """GEMM's rings need 3 x 16 KiB (A) + 2 x 32 KiB (B) = 114688 B; a 100000 B CTA cannot hold them."""
-    arch, (_, s) = get_arch("h100"), solved("gemm", "h100")
+    arch, (_, s) = get_arch(H100), solved("gemm", H100)
     small = with_limit(arch, smem_bytes_per_cta=100_000)
     found = validate(build_problem(s.body, small), s)
     assert rules(found) == {"smem"}
@@ -126,7 +132,7 @@ def test_ring_too_shallow_for_shared_memory() -> None:
 
 
 def test_declared_ring_shallower_than_lifetime() -> None:
-    p, s = solved("gemm", "h100")
+    p, s = solved("gemm", H100)
     shallow = replace(s, buffers=tuple(replace(b, copies=2, bytes=32768) if b.value == "load_a" else b
                                        for b in s.buffers))
     found = validate(p, shallow)
@@ -136,7 +142,7 @@ def test_declared_ring_shallower_than_lifetime() -> None:
 
 def test_register_budget_exceeded() -> None:
     """The wgmma accumulator is 128 x 256 = 32768 words: 8 warps x (152 - 24) x 32 holds it, 144 does not."""
-    p, s = solved("gemm", "h100")
+    p, s = solved("gemm", H100)
     found = validate(p, with_group(s, 1, regs_per_thread=144))
     assert rules(found) == {"registers"}
     assert found[0].message.endswith("but 8 warps x (144 - 24 reserved) x 32 lanes = 30720")
@@ -146,7 +152,7 @@ def test_register_budget_exceeded() -> None:
 
 def test_register_file_exceeded() -> None:
     """Two 8-warp groups at 248 registers a thread allocate 2 x 32 x 8 x 248 = 126976 of 65536."""
-    p, s = solved("gemm", "h100")
+    p, s = solved("gemm", H100)
     wide = replace(s, groups=tuple(replace(g, warps=8, regs_per_thread=248) for g in s.groups))
     found = validate(p, wide)
     assert rules(found) == {"registers"}
@@ -154,14 +160,14 @@ def test_register_file_exceeded() -> None:
 
 
 def test_warps() -> None:
-    p, s = solved("gemm", "h100")
+    p, s = solved("gemm", H100)
     assert "warps" in rules(validate(p, with_group(s, 1, warps=2)))  # wgmma needs a warpgroup
     assert "warps" in rules(validate(p, with_group(s, 1, warps=3)))  # not a legal group size
     assert "warps" in rules(validate(p, with_group(s, 0, warps=32)))  # 40 warps in one CTA
 
 
 def test_variable_latency_isolation() -> None:
-    p, s = solved("gemm", "h100")
+    p, s = solved("gemm", H100)
     merged = replace(s, ops=tuple(replace(o, group=0) for o in s.ops),
                      groups=(replace(s.groups[0], warps=8, regs_per_thread=152, ops=("load_a", "load_b", "mma")),))
     found = validate(p, merged)
@@ -178,7 +184,7 @@ def test_tmem_exceeded() -> None:
 
 
 def _two_sync_ops() -> Problem:
-    arch = get_arch("h100")
+    arch = get_arch(H100)
     body = LoopBody("two", (
         Op(name="A", uses=(Use(unit="fp32", length=4),), latency=4, issuer=Issuer.WARPGROUP),
         Op(name="B", uses=(Use(unit="mufu", length=4),), latency=4, issuer=Issuer.WARPGROUP),
@@ -220,7 +226,7 @@ def test_unit_segment_longer_than_ii_wraps() -> None:
 
 
 def test_structure() -> None:
-    p, s = solved("gemm", "h100")
+    p, s = solved("gemm", H100)
     found = validate(p, replace(s, ops=s.ops[:2]))
     assert rules(found) == {"structure"} and any(v.ops == ("mma",) for v in found)
     found = validate(p, replace(s, ops=(replace(s.ops[0], stage=1), *s.ops[1:])))

@@ -1,0 +1,370 @@
+// TMA 2-D tile loads (cp.async.bulk.tensor, completion on an mbarrier) on Hopper.
+//
+//   latency:    one CTA, one load in flight: cycles from issue to the mbarrier phase completing, for
+//               a tile already in L2 (loaded once before) and for a tile straight from HBM (L2
+//               flushed, each tile touched once).
+//   throughput: a ring of tiles kept full by one thread (192 KiB in flight), on one SM alone and on
+//               every SM at once, reading an 8 MiB L2-resident region or streaming a 2 GiB tensor.
+//
+// Check: tensor element (x, y) holds hash(x, y). Every latency sample's tile is summed and compared
+// with the host's sum; after a throughput run every ring slot's last tile is summed and compared
+// with the sum of hash over that tile's coordinates. A mismatch or a timed-out wait reports no time.
+#include <cuda.h>
+#include <cudaTypedefs.h>
+
+#include "common.cuh"
+
+constexpr int kWidth = 4096;                  // elements (uint16) per row: 8 KiB rows
+constexpr int kL2Rows = 1024;                 // 8 MiB region that stays in the 50 MB L2
+constexpr int kHbmRows = 262144;              // 2 GiB tensor streamed once per launch
+constexpr int kRingBytes = 192 * 1024;        // tile bytes in flight per SM
+constexpr int kThreads = 128;
+
+__host__ __device__ __forceinline__ uint32_t hash_at(uint32_t x, uint32_t y) {
+  uint32_t h = x * 0x9E3779B1u ^ (y + 0x7F4A7C15u) * 0x85EBCA77u;
+  h ^= h >> 15;
+  h *= 0x2C1B3C6Du;
+  h ^= h >> 13;
+  return h & 0xFFFFu;
+}
+
+__global__ void fill_kernel(uint16_t* p, int rows) {
+  const size_t n = size_t(kWidth) * rows;
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x)
+    p[i] = uint16_t(hash_at(uint32_t(i % kWidth), uint32_t(i / kWidth)));
+}
+
+struct Box {
+  int bx, by;     // elements along the row, rows
+  bool swizzle;   // 128-byte swizzle (bx * 2 == 128) or none
+  int bytes() const { return bx * by * 2; }
+};
+
+__device__ __forceinline__ void tma_load_2d(uint32_t dst, const CUtensorMap* map, int x, int y, uint32_t bar) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], "
+      "[%4];" ::"r"(dst),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(x), "r"(y), "r"(bar)
+      : "memory");
+}
+
+__device__ __forceinline__ void tile_xy(uint32_t tile, int bx, int by, int* x, int* y) {
+  const uint32_t per_row = kWidth / bx;
+  *x = int(tile % per_row) * bx;
+  *y = int(tile / per_row) * by;
+}
+
+// Sum of the uint16 words of a tile in shared memory (layout-agnostic), by the whole CTA.
+__device__ uint32_t smem_tile_sum(const uint16_t* tile, int words, uint32_t* scratch) {
+  uint32_t s = 0;
+  for (int i = threadIdx.x; i < words; i += blockDim.x) s += tile[i];
+  for (int o = 16; o; o >>= 1) s += __shfl_xor_sync(0xFFFFFFFFu, s, o);
+  if (threadIdx.x == 0) *scratch = 0;
+  __syncthreads();
+  if (threadIdx.x % 32 == 0) atomicAdd(scratch, s);
+  __syncthreads();
+  const uint32_t total = *scratch;
+  __syncthreads();
+  return total;
+}
+
+__device__ uint32_t expected_tile_sum(int x0, int y0, int bx, int by, uint32_t* scratch) {
+  uint32_t s = 0;
+  for (int i = threadIdx.x; i < bx * by; i += blockDim.x) s += hash_at(uint32_t(x0 + i % bx), uint32_t(y0 + i / bx));
+  for (int o = 16; o; o >>= 1) s += __shfl_xor_sync(0xFFFFFFFFu, s, o);
+  if (threadIdx.x == 0) *scratch = 0;
+  __syncthreads();
+  if (threadIdx.x % 32 == 0) atomicAdd(scratch, s);
+  __syncthreads();
+  const uint32_t total = *scratch;
+  __syncthreads();
+  return total;
+}
+
+__device__ __forceinline__ uint8_t* align_1024(uint8_t* p) {
+  const uint32_t a = smem_addr(p);
+  return p + ((1024 - (a & 1023)) & 1023);
+}
+
+// One load in flight; tiles[s] is the tile of sample s; `warm` loads it once untimed first. The
+// issuing thread polls with try_wait (kTestWait = false, as CUTLASS) or spins on test_wait.
+template <bool kTestWait>
+__global__ void __launch_bounds__(kThreads, 1)
+    tma_latency_kernel(const __grid_constant__ CUtensorMap map, int bx, int by, const uint32_t* tiles, int samples,
+                       int warm, uint32_t* cycles, uint32_t* sums) {
+  extern __shared__ uint8_t smem_raw[];
+  __shared__ __align__(8) uint64_t bar_storage;
+  __shared__ uint32_t scratch;
+  __shared__ int failed;
+  uint8_t* buf = align_1024(smem_raw);
+  const uint32_t bar = smem_addr(&bar_storage), dst = smem_addr(buf);
+  const uint32_t bytes = uint32_t(bx) * by * 2;
+  if (threadIdx.x == 0) {
+    mbar_init(bar, 1);
+    mbar_fence_init();
+    failed = 0;
+  }
+  __syncthreads();
+  uint32_t phase = 0;
+  for (int s = 0; s < samples; ++s) {
+    int x, y;
+    tile_xy(tiles[s], bx, by, &x, &y);
+    if (threadIdx.x == 0) {
+      bool ok = true;
+      if (warm) {
+        mbar_arrive_expect_tx(bar, bytes);
+        tma_load_2d(dst, &map, x, y, bar);
+        ok = mbar_wait<kTestWait>(bar, phase);
+        phase ^= 1;
+      }
+      const uint64_t t0 = clock_cycles();
+      mbar_arrive_expect_tx(bar, bytes);
+      tma_load_2d(dst, &map, x, y, bar);
+      ok = mbar_wait<kTestWait>(bar, phase) && ok;
+      const uint64_t t1 = clock_cycles();
+      phase ^= 1;
+      cycles[s] = ok ? uint32_t(t1 - t0) : 0;
+      if (!ok) failed = 1;
+    }
+    __syncthreads();
+    if (failed) break;  // a load that never completed: stop instead of waiting 2 s per sample
+    const uint32_t sum = smem_tile_sum(reinterpret_cast<const uint16_t*>(buf), bx * by, &scratch);
+    if (threadIdx.x == 0) sums[s] = sum;
+    __syncthreads();
+  }
+}
+
+// A ring of `stages` slots kept full by thread 0; tile `it` of CTA c is first + c * cta_stride + it
+// (modulo `modulo` tiles: the L2 region wraps, the HBM stream never does).
+__global__ void __launch_bounds__(kThreads, 1)
+    tma_throughput_kernel(const __grid_constant__ CUtensorMap map, int bx, int by, int rows, int stages, int iters,
+                          uint32_t first, uint32_t cta_stride, uint32_t modulo, CtaTime* times, uint32_t* bad) {
+  extern __shared__ uint8_t smem_raw[];
+  __shared__ __align__(8) uint64_t bars[32];
+  __shared__ uint32_t scratch;
+  uint8_t* ring = align_1024(smem_raw);
+  const uint32_t bytes = uint32_t(bx) * by * 2;
+  auto tile_of = [&](int it) { return (first + blockIdx.x * cta_stride + uint32_t(it)) % modulo; };
+  if (threadIdx.x == 0) {
+    for (int i = 0; i < stages; ++i) mbar_init(smem_addr(&bars[i]), 1);
+    mbar_fence_init();
+  }
+  __syncthreads();
+  const uint64_t c0 = clock_cycles(), g0 = global_ns();
+  if (threadIdx.x == 0) {
+    // The issuing thread does no division in the loop: a single thread's dependent integer divides
+    // (tile -> x, y) cost ~600 cycles per tile and capped the first runs at one tile per ~670 cycles.
+    int x, y;
+    tile_xy(tile_of(0), bx, by, &x, &y);
+    int slot = 0;
+    uint32_t parity = 0;
+    bool ok = true;
+    for (int it = 0; it < iters && ok; ++it) {
+      const uint32_t bar = smem_addr(&bars[slot]);
+      if (it >= stages) ok = mbar_wait(bar, parity);
+      mbar_arrive_expect_tx(bar, bytes);
+      tma_load_2d(smem_addr(ring + size_t(slot) * bytes), &map, x, y, bar);
+      x += bx;
+      if (x == kWidth) {
+        x = 0;
+        y += by;
+        if (y == rows) y = 0;
+      }
+      if (++slot == stages) {
+        slot = 0;
+        if (it >= stages) parity ^= 1;
+      }
+    }
+    // Drain: wait for the last `stages` loads, oldest first, as the loop would have.
+    for (int j = 0; j < stages && ok; ++j) {
+      ok = mbar_wait(smem_addr(&bars[slot]), parity);
+      if (++slot == stages) {
+        slot = 0;
+        parity ^= 1;
+      }
+    }
+  }
+  __syncthreads();
+  const uint64_t c1 = clock_cycles(), g1 = global_ns();
+  if (threadIdx.x == 0) times[blockIdx.x] = CtaTime{c1 - c0, g1 - g0, sm_id(), 0};
+  // Every slot holds the last tile loaded into it.
+  uint32_t mismatches = 0;
+  for (int slot = 0; slot < stages; ++slot) {
+    const int it = iters - stages + ((slot - (iters - stages) % stages) + stages) % stages;
+    int x, y;
+    tile_xy(tile_of(it), bx, by, &x, &y);
+    const uint32_t got = smem_tile_sum(reinterpret_cast<const uint16_t*>(ring + size_t(slot) * bytes), bx * by, &scratch);
+    const uint32_t want = expected_tile_sum(x, y, bx, by, &scratch);
+    mismatches += got != want;
+  }
+  if (threadIdx.x == 0) bad[blockIdx.x] = mismatches;
+}
+
+static PFN_cuTensorMapEncodeTiled_v12000 encode_fn() {
+  void* fn = nullptr;
+  cudaDriverEntryPointQueryResult q{};
+  CK(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &q));
+  if (q != cudaDriverEntryPointSuccess || !fn) {
+    std::fprintf(stderr, "cuTensorMapEncodeTiled not found in the driver\n");
+    std::exit(6);
+  }
+  return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(fn);
+}
+
+static CUtensorMap make_map(uint16_t* base, int rows, const Box& box) {
+  CUtensorMap map{};
+  const cuuint64_t dims[2] = {cuuint64_t(kWidth), cuuint64_t(rows)};
+  const cuuint64_t strides[1] = {cuuint64_t(kWidth) * 2};
+  const cuuint32_t boxdim[2] = {cuuint32_t(box.bx), cuuint32_t(box.by)};
+  const cuuint32_t estr[2] = {1, 1};
+  const CUresult r = encode_fn()(&map, CU_TENSOR_MAP_DATA_TYPE_UINT16, 2, base, dims, strides, boxdim, estr,
+                                 CU_TENSOR_MAP_INTERLEAVE_NONE,
+                                 box.swizzle ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_NONE,
+                                 CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS) {
+    std::fprintf(stderr, "cuTensorMapEncodeTiled failed (%d) for box %dx%d\n", int(r), box.bx, box.by);
+    std::exit(6);
+  }
+  return map;
+}
+
+static uint32_t host_tile_sum(uint32_t tile, const Box& box) {
+  const uint32_t per_row = kWidth / box.bx;
+  const int x0 = int(tile % per_row) * box.bx, y0 = int(tile / per_row) * box.by;
+  uint32_t s = 0;
+  for (int y = 0; y < box.by; ++y)
+    for (int x = 0; x < box.bx; ++x) s += hash_at(uint32_t(x0 + x), uint32_t(y0 + y));
+  return s;
+}
+
+static void flush_l2(void* scratch, size_t bytes) {
+  CK(cudaMemset(scratch, 0x5A, bytes));
+  CK(cudaDeviceSynchronize());
+}
+
+int main(int argc, char** argv) {
+  const char* out_path = argc > 1 ? argv[1] : "tma.json";
+  Report report("tma");
+  report.clock_probe("start");
+  const int sms = sm_count();
+  uint16_t *l2 = nullptr, *hbm = nullptr;
+  void* flush = nullptr;
+  const size_t flush_bytes = size_t(256) << 20;
+  CK(cudaMalloc(&l2, size_t(kWidth) * kL2Rows * 2));
+  CK(cudaMalloc(&hbm, size_t(kWidth) * kHbmRows * 2));
+  CK(cudaMalloc(&flush, flush_bytes));
+  fill_kernel<<<sms * 4, 256>>>(l2, kL2Rows);
+  CK_LAUNCH();
+  fill_kernel<<<sms * 4, 256>>>(hbm, kHbmRows);
+  CK_LAUNCH();
+  const int smem = kRingBytes + 1024;
+  CK(cudaFuncSetAttribute(tma_latency_kernel<false>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+  CK(cudaFuncSetAttribute(tma_latency_kernel<true>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+  CK(cudaFuncSetAttribute(tma_throughput_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+
+  const Box boxes[] = {{128, 32, false}, {128, 64, false}, {128, 128, false}, {128, 256, false},
+                       {64, 128, true},  {64, 256, true}};
+  const int samples = 48;
+  uint32_t *d_tiles = nullptr, *d_cycles = nullptr, *d_sums = nullptr, *d_bad = nullptr;
+  CtaTime* d_times = nullptr;
+  CK(cudaMalloc(&d_tiles, sizeof(uint32_t) * samples));
+  CK(cudaMalloc(&d_cycles, sizeof(uint32_t) * samples));
+  CK(cudaMalloc(&d_sums, sizeof(uint32_t) * samples));
+  CK(cudaMalloc(&d_bad, sizeof(uint32_t) * sms));
+  CK(cudaMalloc(&d_times, sizeof(CtaTime) * sms));
+
+  for (const Box& box : boxes) {
+    const uint32_t tiles_l2 = uint32_t(size_t(kWidth) * kL2Rows * 2 / box.bytes());
+    const uint32_t tiles_hbm = uint32_t(size_t(kWidth) * kHbmRows * 2 / box.bytes());
+    // ---- latency: one load in flight
+    for (int variant = 0; variant < 4; ++variant) {
+      const bool from_l2 = variant % 2 == 0, test_wait = variant >= 2;
+      const CUtensorMap map = make_map(from_l2 ? l2 : hbm, from_l2 ? kL2Rows : kHbmRows, box);
+      std::vector<uint32_t> tiles(samples);
+      // HBM tiles are spread over the tensor, 1 + 7919 apart, so no two share a DRAM page or an L2 line.
+      for (int s = 0; s < samples; ++s)
+        tiles[s] = from_l2 ? uint32_t(s * 5) % tiles_l2 : uint32_t((size_t(s) * 7919 + 1) % tiles_hbm);
+      CK(cudaMemcpy(d_tiles, tiles.data(), sizeof(uint32_t) * samples, cudaMemcpyHostToDevice));
+      if (!from_l2) flush_l2(flush, flush_bytes);
+      if (test_wait)
+        tma_latency_kernel<true><<<1, kThreads, smem>>>(map, box.bx, box.by, d_tiles, samples, from_l2 ? 1 : 0,
+                                                        d_cycles, d_sums);
+      else
+        tma_latency_kernel<false><<<1, kThreads, smem>>>(map, box.bx, box.by, d_tiles, samples, from_l2 ? 1 : 0,
+                                                         d_cycles, d_sums);
+      CK_LAUNCH();
+      std::vector<uint32_t> cyc(samples), sums(samples);
+      CK(cudaMemcpy(cyc.data(), d_cycles, sizeof(uint32_t) * samples, cudaMemcpyDeviceToHost));
+      CK(cudaMemcpy(sums.data(), d_sums, sizeof(uint32_t) * samples, cudaMemcpyDeviceToHost));
+      int wrong = 0;
+      std::vector<double> lat;
+      for (int s = 0; s < samples; ++s) {
+        wrong += sums[s] != host_tile_sum(tiles[s], box);
+        lat.push_back(cyc[s]);
+      }
+      const uint32_t flags = read_and_clear_error_flags();
+      const bool ok = wrong == 0 && flags == 0;
+      Record r;
+      r.str("kind", "latency").str("source", from_l2 ? "L2" : "HBM").str("poll", test_wait ? "test_wait" : "try_wait")
+          .integer("box_x", box.bx).integer("box_y", box.by)
+          .integer("bytes", box.bytes()).boolean("swizzle_128b", box.swizzle).integer("samples", samples)
+          .boolean("ok", ok).integer("wrong_tiles", wrong).integer("error_flags", flags);
+      if (ok) r.stats("cycles", stats_of(lat));
+      report.add(r);
+    }
+    // ---- throughput: ring of kRingBytes, one SM or all SMs
+    const int stages = kRingBytes / box.bytes();
+    // pattern 0: the L2 region, CTAs staggered 37 tiles apart; 1: the L2 region, every CTA on the same
+    // tile at about the same time (the sharing of a GEMM's A/B panels); 2: the HBM stream.
+    for (int pattern = 0; pattern < 3; ++pattern) {
+      const bool from_l2 = pattern < 2;
+      const CUtensorMap map = make_map(from_l2 ? l2 : hbm, from_l2 ? kL2Rows : kHbmRows, box);
+      for (int grid : {1, sms}) {
+        if (pattern == 1 && grid == 1) continue;
+        // L2: 16 MiB per CTA out of the 8 MiB region; HBM: 8 MiB per CTA, never re-read in a launch.
+        const int iters = int((size_t(from_l2 ? 16 : 8) << 20) / box.bytes());
+        std::vector<CtaTime> all;
+        int bad_ctas = 0;
+        for (int l = 0; l <= 3; ++l) {
+          const uint32_t stride = pattern == 0 ? 37u : pattern == 1 ? 0u : uint32_t(iters);
+          const uint32_t first = from_l2 ? 0u : uint32_t((size_t(l) * grid * iters) % tiles_hbm);
+          tma_throughput_kernel<<<grid, kThreads, smem>>>(map, box.bx, box.by, from_l2 ? kL2Rows : kHbmRows, stages,
+                                                         iters, first, stride,
+                                                         from_l2 ? tiles_l2 : tiles_hbm, d_times, d_bad);
+          CK_LAUNCH();
+          std::vector<CtaTime> t(grid);
+          std::vector<uint32_t> bad(grid);
+          CK(cudaMemcpy(t.data(), d_times, sizeof(CtaTime) * grid, cudaMemcpyDeviceToHost));
+          CK(cudaMemcpy(bad.data(), d_bad, sizeof(uint32_t) * grid, cudaMemcpyDeviceToHost));
+          for (uint32_t b : bad) bad_ctas += b != 0;
+          if (l > 0) all.insert(all.end(), t.begin(), t.end());  // launch 0 warms L2 and is not timed
+        }
+        const uint32_t flags = read_and_clear_error_flags();
+        const bool ok = bad_ctas == 0 && flags == 0;
+        const CtaSummary s = summarize(all);
+        CtaSummary first_launch = summarize(std::vector<CtaTime>(all.begin(), all.begin() + grid));
+        Record r;
+        r.str("kind", "throughput").str("source", from_l2 ? "L2" : "HBM")
+            .str("pattern", pattern == 0 ? "staggered" : pattern == 1 ? "lockstep" : "stream").integer("box_x", box.bx)
+            .integer("box_y", box.by).integer("bytes", box.bytes()).boolean("swizzle_128b", box.swizzle)
+            .integer("stages", stages).integer("tiles_per_cta", iters).integer("ctas", grid).boolean("ok", ok)
+            .integer("bad_ctas", bad_ctas).integer("error_flags", flags)
+            .boolean("one_cta_per_sm", first_launch.distinct_sms).stats("cta_cycles", s.cycles)
+            .stats("sm_clock_mhz", s.mhz);
+        if (ok) {
+          std::vector<double> bpc;
+          for (const CtaTime& t : all) bpc.push_back(double(iters) * box.bytes() / double(t.cycles));
+          r.stats("bytes_per_clk_per_sm", stats_of(bpc));
+          // Whole-GPU bandwidth while all CTAs stream: bytes over the slowest CTA's wall time.
+          double slowest_ns = 0;
+          for (const CtaTime& t : all) slowest_ns = std::max(slowest_ns, double(t.ns));
+          r.num("gpu_gbytes_per_s_lower_bound", double(iters) * box.bytes() * grid / slowest_ns);
+        }
+        report.add(r);
+      }
+    }
+  }
+  report.clock_probe("end");
+  report.write(out_path);
+  return 0;
+}

@@ -1,0 +1,197 @@
+"""Calibration: recorded H100 microbenchmark results -> an arch TOML that loads and cites them."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from twill.arch_toml import load_arch_toml
+from twill.calibrate import CalibrationError, calibrated_toml, datasheet_toml, derive, fit_line, load_base, load_results
+from twill.errors import ArchError
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "bench" / "results" / "h100"
+H100 = ROOT / "archs" / "h100.toml"
+
+
+@pytest.fixture(scope="module")
+def results():
+    return load_results(RESULTS)
+
+
+def _write(tmp_path: Path, results, base: dict, name: str = "cal") -> Path:
+    path = tmp_path / f"{name}.toml"
+    path.write_text(calibrated_toml(results, base, name=name, description="test", results_label="recorded"))
+    return path
+
+
+def test_generated_toml_loads_and_carries_the_measurements(tmp_path, results):
+    """Every derived number lands in a TOML that the strict loader accepts, with a W source."""
+    # given
+    measured = derive(results)
+    # when
+    arch = load_arch_toml(_write(tmp_path, results, load_base(H100)))
+    # then
+    for m in measured:
+        fact = getattr(arch, m.section)[m.key]
+        assert fact.value == m.value
+        assert fact.source.startswith("W: measured on NVIDIA H100 80GB HBM3, 2026-11-26")
+        assert f"recorded/{m.bench}.json" in fact.source
+    assert arch.rate("mufu_ops_per_clk") == 16.0
+    assert arch.rate("convert_ops_per_clk") == 63.0
+    assert arch.rate("tensor_flops_per_clk_fp16") == 4096
+    assert int(arch.chip["clock_mhz"].value) == 1590
+
+
+def test_measurements_come_from_the_recorded_numbers(results):
+    """Spot checks against the raw JSON: the derivation reads what the benchmarks wrote."""
+    # given
+    by_key = {(m.section, m.key): m.value for m in derive(results)}
+    sync = {r["kind"] + str(r.get("bytes", "")): r for r in results["sync"]["records"]}
+    # then
+    assert by_key[("sync", "mbarrier")] == round(sync["handoff0"]["cycles_per_iter"] / 2, 1)
+    assert by_key[("sync", "wait_issue")] == round(sync["wait_issue"]["cycles_per_iter"], 1)
+    lat = next(r for r in results["wgmma"]["records"]
+               if r["kind"] == "latency" and r["n"] == 128 and r["dtype"] == "fp16" and r["a_source"] == "SS")
+    assert by_key[("latencies", "mma")] == round(lat["cycles_per_wgmma"] - 64, 0)
+    lock = sorted(r["bytes_per_clk_per_sm"]["median"] for r in results["tma"]["records"]
+                  if r["kind"] == "throughput" and r["pattern"] == "lockstep" and r["bytes"] >= 32768)
+    bench_mhz = sorted(r["sm_clock_mhz"]["median"] for r in results["tma"]["records"] if r["kind"] == "throughput")
+    ratio = bench_mhz[len(bench_mhz) // 2] / by_key[("chip", "clock_mhz")]
+    assert by_key[("rates", "tma_bytes_per_clk")] == pytest.approx(lock[len(lock) // 2] * ratio, abs=0.06)
+    assert by_key[("rates", "tma_bytes_per_clk_distinct")] < by_key[("rates", "tma_bytes_per_clk")] / 2
+
+
+def test_datasheet_values_are_kept_beside_the_measured_ones(tmp_path, results):
+    """A replaced fact keeps the base's value and source under `datasheet`, and the loader shows it."""
+    # given
+    base = tomllib.loads((ROOT / "archs" / "h200.toml").read_text())
+    # when
+    path = _write(tmp_path, results, base)
+    raw = tomllib.loads(path.read_text())
+    # then
+    conv = raw["rates"]["convert_ops_per_clk"]
+    assert conv["value"] == 63.0
+    assert conv["datasheet"] == base["rates"]["convert_ops_per_clk"]
+    assert "[datasheet: 16;" in load_arch_toml(path).rates["convert_ops_per_clk"].source
+    assert raw["limits"] == base["limits"]  # unmeasured facts are copied unchanged
+
+
+def test_recalibrating_keeps_the_original_datasheet(tmp_path, results):
+    """Calibrating a calibrated file changes nothing: the first datasheet value survives."""
+    # given
+    first = _write(tmp_path, results, load_base(H100))
+    # when
+    second = _write(tmp_path, results, load_base(first), name="cal2")
+    # then
+    a, b = tomllib.loads(first.read_text()), tomllib.loads(second.read_text())
+    assert a["rates"] == b["rates"] and a["sync"] == b["sync"] and a["latencies"] == b["latencies"]
+
+
+def test_builtin_h100_is_the_calibration_of_the_recorded_results(results):
+    """archs/h100.toml is exactly what `twill calibrate` makes of bench/results/h100 (reproducible)."""
+    # given
+    text = H100.read_text()
+    data = tomllib.loads(text)
+    # when
+    again = calibrated_toml(results, data, name=data["name"], description=data["description"],
+                            results_label="bench/results/h100")
+    # then
+    assert again == text
+
+
+def test_datasheet_snapshot_is_the_builtin_h100_before_calibration():
+    """tests/data/h100_datasheet.toml, to which hand-worked tests pin their arithmetic, is the datasheet
+    view of archs/h100.toml: every measured fact back at the value it replaced."""
+    # given
+    snapshot = ROOT / "tests" / "data" / "h100_datasheet.toml"
+    data = tomllib.loads(snapshot.read_text())
+    # when
+    view = datasheet_toml(load_base(H100), name=data["name"], description=data["description"])
+    # then
+    assert snapshot.read_text() == view
+    assert data["chip"]["clock_mhz"]["value"] == 1830 and data["rates"]["tma_bytes_per_clk"]["value"] == 36
+    assert "tma_bytes_per_clk_hbm" not in data["rates"]  # introduced by the measurement, no datasheet value
+
+
+def test_repeated_run_gives_the_same_facts(results):
+    """A second run of the suite on the same H100 (bench/results/h100/repeat) moves no fact by more than 1.5%."""
+    # given
+    again = {(m.section, m.key): m.value for m in derive(load_results(RESULTS / "repeat"))}
+    # then
+    for m in derive(results):
+        assert again[(m.section, m.key)] == pytest.approx(m.value, rel=0.015), m.key
+
+
+def test_failed_measurement_is_refused(tmp_path, results):
+    """A record whose self-check failed cannot become an arch number."""
+    # given
+    broken = json.loads(json.dumps(results))
+    for r in broken["pipes"]["records"]:
+        if r["kind"] == "throughput" and r["op"] == "ex2":
+            r["ok"] = False
+    # then
+    with pytest.raises(CalibrationError, match="failed its self-check"):
+        derive(broken)
+
+
+def test_missing_result_file_is_named(tmp_path):
+    """A results folder without one of the four files fails with that file's name."""
+    # given
+    for name in ("wgmma", "tma", "pipes"):
+        shutil.copy(RESULTS / f"{name}.json", tmp_path)
+    # then
+    with pytest.raises(CalibrationError, match=r"sync\.json: missing"):
+        load_results(tmp_path)
+
+
+def test_loader_rejects_a_datasheet_value_without_source(tmp_path):
+    """The datasheet beside a measured value is a fact too: it needs a source."""
+    # given
+    text = H100.read_text().replace('datasheet = { value = 16, source = "V: CUDA Guide throughput table',
+                                    'datasheet = { value = 16, note = "V: CUDA Guide throughput table', 1)
+    path = tmp_path / "bad.toml"
+    path.write_text(text)
+    # then
+    with pytest.raises(ArchError, match=r"convert_ops_per_clk\.datasheet: the value 16 has no source"):
+        load_arch_toml(path)
+
+
+def test_fit_line_recovers_a_line():
+    """The least-squares fit used for hand-off and TMA latency is exact on exact data."""
+    intercept, slope = fit_line([(1, 90.0), (2, 105.0), (8, 195.0)])
+    assert intercept == pytest.approx(75.0) and slope == pytest.approx(15.0)
+
+
+def _twill(*args: str, path: str | None = None) -> subprocess.CompletedProcess:
+    env = {"PATH": path} if path is not None else None
+    return subprocess.run([sys.executable, "-m", "twill", *args], capture_output=True, text=True, cwd=ROOT, env=env)
+
+
+def test_cli_from_results_writes_a_loadable_arch(tmp_path):
+    """`twill calibrate --from-results` needs no GPU and writes a TOML the other commands accept."""
+    # when
+    out = tmp_path / "mine.toml"
+    run = _twill("calibrate", "--from-results", str(RESULTS), "--out", str(out))
+    # then
+    assert run.returncode == 0, run.stderr
+    assert "convert_ops_per_clk" in run.stdout and f"wrote {out}" in run.stdout
+    assert load_arch_toml(out).name == "nvidia_h100_80gb_hbm3"
+    show = _twill("show", "toy", "--arch", str(out))
+    assert show.returncode == 0, show.stderr
+
+
+def test_cli_without_gpu_or_results_is_one_line_and_status_2(tmp_path):
+    """No nvidia-smi on PATH and no --from-results: one clear error line, exit status 2."""
+    # when
+    run = _twill("calibrate", "--out", str(tmp_path / "x.toml"), path=str(tmp_path))
+    # then
+    assert run.returncode == 2
+    assert run.stderr.count("\n") == 1 and run.stderr.startswith("twill: error: no NVIDIA GPU found")
+    assert not (tmp_path / "x.toml").exists()

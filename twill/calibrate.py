@@ -1,0 +1,454 @@
+"""Calibration: turn the GPU microbenchmarks' results into an arch TOML whose costs are measured.
+
+Stage: beside the pipeline. ``bench/gpu/run_suite.py`` measures a GPU and writes
+``{wgmma,tma,pipes,sync}.json``; this module reads them, derives one number per arch fact the cost
+model uses (``derive``), and writes a copy of a base arch with those facts replaced
+(``calibrated_toml``). Invariants: only measurements whose self-check passed are used (a failed or
+missing one raises ``CalibrationError``); every replaced fact cites its result file, the GPU, the
+date and how the number was derived, and keeps the base value as ``datasheet = { value, source }``;
+facts the suite does not measure are copied from the base unchanged. Pure Python: the tests run it
+on the recorded results in ``bench/results/h100``.
+
+Cycle conventions: per-SM numbers (tensor, MUFU, FP32, ALU rates; latencies; synchronisation) are in
+SM cycles and hold at any clock. Memory-side numbers (TMA bandwidth and latency) were measured at
+the benchmark's clock but are fixed in time, so they are converted to cycles at the calibrated
+``clock_mhz``: the sustained SM clock with every tensor core busy (Hopper drops from its 1980 MHz
+boost towards 1.6 GHz at the 700 W limit).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+import statistics
+import subprocess
+import sys
+import tomllib
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .errors import TwillError
+
+__all__ = ["CalibrationError", "Measurement", "BENCHES", "load_results", "load_base", "derive", "calibrated_toml",
+           "datasheet_toml", "fit_line", "run_suite", "gpu_name", "suite_script", "default_name"]
+
+BENCHES = ("wgmma", "tma", "pipes", "sync")
+SECTION_ORDER = ("chip", "limits", "units", "rates", "latencies", "sync", "features")
+
+
+class CalibrationError(TwillError):
+    """Calibration cannot run or its inputs are unusable (no GPU, missing or failed measurements)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Measurement:
+    """One arch fact derived from the results: ``[section] key = value``, and how it was derived."""
+
+    section: str
+    key: str
+    value: float | int
+    how: str        # the derivation, in words, with the raw numbers it used
+    bench: str      # the result file it came from (wgmma, tma, pipes, sync)
+
+
+# ---- reading ----------------------------------------------------------------------------------
+def load_results(results_dir: str | Path) -> dict[str, dict[str, Any]]:
+    """Read ``{wgmma,tma,pipes,sync}.json`` from ``results_dir``.
+
+    Raises
+    ------
+    CalibrationError
+        A file is missing or not JSON.
+    """
+    root = Path(results_dir)
+    if not root.is_dir():
+        raise CalibrationError(f"{root}: no such results folder; run bench/gpu/run_suite.py --out {root} first")
+    out: dict[str, dict[str, Any]] = {}
+    for bench in BENCHES:
+        path = root / f"{bench}.json"
+        try:
+            out[bench] = json.loads(path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise CalibrationError(f"{path}: missing; the calibration needs {', '.join(BENCHES)}") from None
+        except json.JSONDecodeError as err:
+            raise CalibrationError(f"{path}: not valid JSON ({err})") from err
+    return out
+
+
+def _records(results: Mapping[str, dict], bench: str, **match: Any) -> list[dict]:
+    """The passed records of ``bench`` whose fields equal ``match``; raises if there are none."""
+    found = [r for r in results[bench].get("records", []) if all(r.get(k) == v for k, v in match.items())]
+    if not found:
+        raise CalibrationError(f"{bench}.json: no measurement with {match}; rerun bench/gpu/run_suite.py")
+    failed = [r for r in found if not r.get("ok")]
+    if failed:
+        raise CalibrationError(f"{bench}.json: the measurement with {match} failed its self-check; "
+                               "a failed check reports no time (see its record)")
+    return found
+
+
+def _one(results: Mapping[str, dict], bench: str, **match: Any) -> dict:
+    return _records(results, bench, **match)[0]
+
+
+def fit_line(points: Iterable[tuple[float, float]]) -> tuple[float, float]:
+    """Least-squares ``y = intercept + slope * x``; returns ``(intercept, slope)``.
+
+    Examples
+    --------
+    >>> fit_line([(1, 3), (2, 5), (4, 9)])
+    (1.0, 2.0)
+    """
+    pts = list(points)
+    if len(pts) < 2:
+        raise CalibrationError(f"a line needs two points, got {len(pts)}")
+    mx = sum(x for x, _ in pts) / len(pts)
+    my = sum(y for _, y in pts) / len(pts)
+    sxx = sum((x - mx) ** 2 for x, _ in pts)
+    slope = sum((x - mx) * (y - my) for x, y in pts) / sxx
+    return my - slope * mx, slope
+
+
+# ---- deriving ---------------------------------------------------------------------------------
+def derive(results: Mapping[str, dict]) -> list[Measurement]:
+    """One ``Measurement`` per arch fact the suite measures.
+
+    Raises
+    ------
+    CalibrationError
+        A needed measurement is missing or failed its check.
+    """
+    m: list[Measurement] = []
+
+    def add(section: str, key: str, value: float | int, how: str, bench: str) -> None:
+        if isinstance(value, float) and value.is_integer():
+            value = int(value)  # 16.0 -> 16: whole numbers read as such in the TOML and in `twill archs`
+        m.append(Measurement(section=section, key=key, value=value, how=how, bench=bench))
+
+    # -- clock: the sustained SM clock with every tensor core busy
+    sus = _one(results, "wgmma", kind="sustained")
+    clock = float(sus["sm_clock_mhz"]["median"])
+    add("chip", "clock_mhz", round(clock),
+        f"sustained SM clock with every SM's tensor cores busy for {sus['launches']} launches of "
+        f"{sus['iters']} wgmma m64n{sus['n']}k16 per warpgroup ({sus['warpgroups']} warpgroups, random fp16): "
+        f"median of clock64/globaltimer per CTA, {clock:.0f} MHz (range {sus['sm_clock_mhz']['min']:.0f}-"
+        f"{sus['sm_clock_mhz']['max']:.0f}); the boost clock {_probe_clock(results):.0f} MHz holds only while "
+        "the chip is under its power limit", "wgmma")
+    device = results["wgmma"]["device"]
+    add("chip", "sms", int(device["sms"]), "cudaDeviceProp.multiProcessorCount", "wgmma")
+
+    # -- tensor cores: sustained fp16 rate; bf16 and fp8 scaled by their measured ratio to fp16
+    fp16 = float(sus["flops_per_clk_per_sm"])
+    add("rates", "tensor_flops_per_clk_fp16", round(fp16),
+        f"{fp16:.1f} FLOP/clk/SM sustained over ~1 s (wgmma m64n256k16 SS, 2 warpgroups, chains of 8 into one "
+        f"accumulator); short runs: {_rate_summary(results, 'fp16')}", "wgmma")
+    for dtype, key in (("bf16", "tensor_flops_per_clk_bf16"), ("fp8_e4m3", "tensor_flops_per_clk_fp8")):
+        ratio = statistics.median(_rate(results, dtype, n) / _rate(results, "fp16", n) for n in (64, 128, 256))
+        add("rates", key, round(fp16 * ratio),
+            f"{ratio:.4f} x the sustained fp16 rate: the median {dtype}/fp16 ratio of identical short runs "
+            f"(N = 64, 128, 256, 2 warpgroups); short runs: {_rate_summary(results, dtype)}", "wgmma")
+
+    # -- wgmma latency beyond its busy time, at the tile shape FlashAttention's QK^T uses
+    lat = _one(results, "wgmma", kind="latency", n=128, dtype="fp16", a_source="SS")
+    busy = 128 / 2 * 4096 / fp16 if fp16 else 64.0
+    rs = _one(results, "wgmma", kind="latency", n=128, dtype="fp16", a_source="RS")
+    add("latencies", "mma", round(lat["cycles_per_wgmma"] - busy),
+        f"issue-to-complete of one wgmma m64n128k16 SS (fence, wgmma, commit, wait_group 0, repeated) "
+        f"{lat['cycles_per_wgmma']:.1f} cycles minus its {busy:.1f} busy cycles; RS: {rs['cycles_per_wgmma']:.1f}; "
+        f"N=64/256 SS: {_lat(results, 64):.1f}/{_lat(results, 256):.1f}", "wgmma")
+
+    # -- MUFU, FP32, ALU and the FP32->FP16 pack
+    pipes = {r["op"]: r for r in _records(results, "pipes", kind="throughput") if r["with"] == "none"}
+    lats = {r["op"]: r for r in _records(results, "pipes", kind="latency")}
+    threads = pipes["ex2"]["threads_per_cta"]
+    for op, key, unit in (("ex2", "mufu_ops_per_clk", "MUFU.EX2"), ("ffma", "fp32_ops_per_clk", "FFMA"),
+                          ("fmnmx", "alu_ops_per_clk", "FMNMX"), ("cvt_f16x2", "convert_ops_per_clk",
+                                                                  "F2FP.F16.F32.PACK_AB")):
+        rate = float(pipes[op]["ops_per_clk_per_sm"])
+        how = (f"{rate:.2f} {unit} instructions' results per clock per SM ({threads} threads per SM, 8 independent "
+               "chains each)")
+        if op == "cvt_f16x2":
+            how += f"; bf16x2 {pipes['cvt_bf16x2']['ops_per_clk_per_sm']:.2f}; {_pairing(results)}"
+        add("rates", key, round(rate, 1), how, "pipes")
+    for op, key in (("ex2", "mufu"), ("ffma", "fp32")):
+        cyc = float(lats[op]["cycles_per_op"])
+        add("latencies", key, round(cyc), f"dependent chain of {lats[op]['iters']} {op} in one warp: {cyc:.2f} "
+            "cycles per instruction", "pipes")
+
+    # -- TMA: bandwidth when every SM loads the same tiles at once (the built-in programs' pattern:
+    # a GEMM's A/B panels and FlashAttention's K/V tiles are read by many concurrently running CTAs),
+    # latency of an isolated load
+    bench_clock = statistics.median(float(r["sm_clock_mhz"]["median"])
+                                    for r in _records(results, "tma", kind="throughput"))
+    scale = bench_clock / clock
+    lock = [r for r in _records(results, "tma", kind="throughput", pattern="lockstep") if r["bytes"] >= 32768]
+    shared = statistics.median(float(r["bytes_per_clk_per_sm"]["median"]) for r in lock)
+    stag = [r for r in _records(results, "tma", kind="throughput", pattern="staggered")
+            if r["ctas"] > 1 and r["bytes"] >= 16384]
+    distinct = statistics.median(float(r["bytes_per_clk_per_sm"]["median"]) for r in stag)
+    add("rates", "tma_bytes_per_clk", round(shared * scale, 1),
+        f"{shared:.1f} B/clk/SM at {bench_clock:.0f} MHz with one CTA per SM and every SM loading the same tiles of "
+        f"an L2-resident region at about the same time (32-64 KiB boxes, 192 KiB in flight, median), "
+        f"x {bench_clock:.0f}/{clock:.0f} MHz: L2 bandwidth is fixed in time, not in SM cycles. The built-in programs "
+        f"share tiles this way (GEMM panels, FlashAttention K/V); distinct tiles on every SM: {distinct:.1f} B/clk/SM "
+        f"(tma_bytes_per_clk_distinct); one SM alone: {_one_sm(results):.1f} B/clk", "tma")
+    add("rates", "tma_bytes_per_clk_distinct", round(distinct * scale, 1),
+        f"{distinct:.1f} B/clk/SM at {bench_clock:.0f} MHz with one CTA per SM streaming distinct tiles of an 8 MiB "
+        f"L2-resident region (16-64 KiB boxes, median), x {bench_clock:.0f}/{clock:.0f} MHz (informational: the "
+        "L2 bound when no tile is shared; the cost model reads tma_bytes_per_clk)", "tma")
+    stream = [r for r in _records(results, "tma", kind="throughput", pattern="stream") if r["ctas"] > 1]
+    hbm_per_sm = statistics.median(float(r["bytes_per_clk_per_sm"]["median"]) for r in stream)
+    gbs = max(float(r["gpu_gbytes_per_s_lower_bound"]) for r in stream)
+    add("rates", "tma_bytes_per_clk_hbm", round(hbm_per_sm * scale, 1),
+        f"{hbm_per_sm:.1f} B/clk/SM at {bench_clock:.0f} MHz streaming a 2 GiB tensor from HBM on every SM, "
+        f"x {bench_clock:.0f}/{clock:.0f} MHz (informational: the cost model reads tma_bytes_per_clk)", "tma")
+    add("chip", "hbm_tbps", round(gbs / 1e3, 2), f"{gbs:.0f} GB/s read by TMA on every SM at once (bytes over the "
+        "slowest CTA's time)", "tma")
+    iso = [r for r in _records(results, "tma", kind="latency", source="L2", poll="try_wait")
+           if not r["swizzle_128b"] and r["bytes"] >= 16384]
+    intercept, slope = fit_line((r["bytes"] / 1024, float(r["cycles"]["median"])) for r in iso)
+    pts = ", ".join(f"{r['bytes'] // 1024} KiB {r['cycles']['median']:.0f}" for r in iso)
+    add("latencies", "tma", round(intercept * clock / bench_clock),
+        f"intercept of issue-to-mbarrier-complete latency vs size of one isolated load from L2 ({pts} cycles at "
+        f"{bench_clock:.0f} MHz; {intercept:.0f} + {slope:.1f}/KiB), x {clock:.0f}/{bench_clock:.0f} MHz", "tma")
+
+    # -- synchronisation between warp groups
+    hand = {int(r["bytes"]): float(r["cycles_per_iter"]) for r in _records(results, "sync", kind="handoff")}
+    if 0 not in hand or len(hand) < 3:
+        raise CalibrationError("sync.json: the hand-off sweep needs 0 bytes and at least two sizes")
+    add("sync", "mbarrier", round(hand[0] / 2, 1),
+        f"half the round trip of an empty hand-off between two warpgroups (full/empty mbarriers, one arrival per "
+        f"warp, try_wait): {hand[0]:.1f} cycles; with a token stored and checked each way: "
+        f"{_mbar_token(results):.1f}", "sync")
+    fixed, per_kib = fit_line((b / 1024, t - hand[0]) for b, t in hand.items() if b)
+    sweep = ", ".join(f"{b // 1024} KiB {t:.0f}" for b, t in sorted(hand.items()) if b)
+    add("sync", "handoff_fixed", round(fixed, 1),
+        f"intercept of (round trip with B bytes - empty round trip) vs B, registers -> SMEM -> registers between "
+        f"two warpgroups, 16-byte accesses ({sweep} cycles per round trip; empty {hand[0]:.0f})", "sync")
+    add("sync", "handoff_per_kib", round(per_kib, 2), f"slope of the same fit ({per_kib:.2f} cycles per KiB)", "sync")
+    bar = _one(results, "sync", kind="bar_sync", threads=256)
+    bar384 = _one(results, "sync", kind="bar_sync", threads=384)
+    ping = _one(results, "sync", kind="bar_pingpong")
+    add("sync", "named_barrier", round(float(bar["cycles_per_iter"]), 1),
+        f"bar.sync with 256 threads arriving together: {bar['cycles_per_iter']:.1f} cycles (384 threads: "
+        f"{bar384['cycles_per_iter']:.1f}; bar.arrive/bar.sync ping-pong between two warpgroups: "
+        f"{ping['cycles_per_iter']:.1f} per round trip)", "sync")
+    wait = _one(results, "sync", kind="wait_issue")
+    add("sync", "wait_issue", round(float(wait["cycles_per_iter"]), 1),
+        f"an mbarrier try_wait that finds its phase complete and the branch on its result, one after another "
+        f"({wait['iters']} in a row): {wait['cycles_per_iter']:.1f} cycles each", "sync")
+    return m
+
+
+def _probe_clock(results: Mapping[str, dict]) -> float:
+    probes = [p for p in results["wgmma"].get("clock_probes", []) if p.get("when") == "start"]
+    return float(probes[0]["sm_clock_mhz"]["median"]) if probes else float("nan")
+
+
+def _rate(results: Mapping[str, dict], dtype: str, n: int) -> float:
+    return float(_one(results, "wgmma", kind="throughput", dtype=dtype, n=n, a_source="SS",
+                      warpgroups=2)["flops_per_clk_per_sm"])
+
+
+def _rate_summary(results: Mapping[str, dict], dtype: str) -> str:
+    return ", ".join(f"N={n} {_rate(results, dtype, n):.0f}" for n in (64, 128, 256))
+
+
+def _lat(results: Mapping[str, dict], n: int) -> float:
+    return float(_one(results, "wgmma", kind="latency", n=n, dtype="fp16", a_source="SS")["cycles_per_wgmma"])
+
+
+def _one_sm(results: Mapping[str, dict]) -> float:
+    return max(float(r["bytes_per_clk_per_sm"]["median"])
+               for r in _records(results, "tma", kind="throughput", pattern="staggered", ctas=1))
+
+
+def _mbar_token(results: Mapping[str, dict]) -> float:
+    return float(_one(results, "sync", kind="mbarrier_round_trip", poll="try_wait",
+                      between="warpgroups (one arrival per warp, 128 waiters)")["cycles_per_iter"])
+
+
+def _pairing(results: Mapping[str, dict]) -> str:
+    """Whether the pack shares a pipe with ex2, FFMA or FMNMX: a pair's time against its parts'."""
+    alone = {r["op"]: float(r["cta_cycles"]["median"])
+             for r in _records(results, "pipes", kind="throughput") if r["with"] == "none"}
+    words = []
+    for r in _records(results, "pipes", kind="pair"):
+        if "cvt_f16x2" not in (r["op"], r["with"]):
+            continue
+        a, b = alone[r["op"]], alone[r["with"]]
+        t = float(r["cta_cycles"]["median"])
+        share = (t - max(a, b)) / min(a, b)  # 0: overlaps fully, 1: serialises fully
+        other = r["with"] if r["op"] == "cvt_f16x2" else r["op"]
+        words.append(f"with {other} {100 * share:.0f}% serialised")
+    return "issued together with other kinds: " + ", ".join(words)
+
+
+# ---- writing ----------------------------------------------------------------------------------
+def _source(meas: Measurement, results: Mapping[str, dict], results_label: str) -> str:
+    doc = results[meas.bench]
+    gpu = doc.get("device", {}).get("name", "an unnamed GPU")
+    date = str(doc.get("date", "undated"))[:10]
+    return f"W: measured on {gpu}, {date}, bench/gpu/{meas.bench}.cu ({results_label}/{meas.bench}.json): {meas.how}"
+
+
+def calibrated_toml(results: Mapping[str, dict], base: Mapping[str, Any], *, name: str, description: str,
+                    results_label: str) -> str:
+    """The base arch (parsed TOML) with every measured fact replaced, as TOML text.
+
+    Each replaced fact keeps the base's value and source under ``datasheet`` (the base's own
+    ``datasheet`` when the base was calibrated before, so the original stays; none when the base's
+    value was itself a measurement without one).
+
+    Examples
+    --------
+    >>> root = Path(__file__).resolve().parents[1]
+    >>> text = calibrated_toml(load_results(root / "bench/results/h100"), load_base(root / "archs/h100.toml"),
+    ...                        name="my_h100", description="mine", results_label="bench/results/h100")
+    >>> tomllib.loads(text)["rates"]["mufu_ops_per_clk"]["value"]
+    16
+    """
+    data = json.loads(json.dumps(base))  # a deep copy of plain TOML data
+    data["name"], data["description"] = name, description
+    for meas in derive(results):
+        table = data.setdefault(meas.section, {})
+        old = table.get(meas.key)
+        fact: dict[str, Any] = {"value": meas.value, "source": _source(meas, results, results_label)}
+        if isinstance(old, dict) and "datasheet" in old:
+            fact["datasheet"] = old["datasheet"]
+        elif isinstance(old, dict) and "value" in old and not str(old.get("source", "")).startswith("W:"):
+            fact["datasheet"] = {"value": old["value"], "source": old.get("source", "")}
+        table[meas.key] = fact
+    gpu = results["wgmma"].get("device", {}).get("name", "a GPU")
+    header = [f"# {description}",
+              f"# Written by `twill calibrate` from the microbenchmarks in {results_label} ({gpu}).",
+              "# Measured facts carry a W source and keep the value they replace as `datasheet`;",
+              "# the others are copied from the base arch. Source tags: V vendor documentation, P paper,",
+              "# C community measurement, W measured on the GPU named, I arithmetic on tagged numbers.",
+              "# Regenerate: twill calibrate --from-results DIR --base THIS_FILE --out THIS_FILE (format:",
+              "# docs/arch-format.md; how each number is measured: docs/benchmarks.md, H100 calibration)."]
+    return "\n".join(header) + "\n" + _dump(data)
+
+
+def datasheet_toml(data: Mapping[str, Any], *, name: str, description: str) -> str:
+    """The arch as it was before calibration: every fact with a ``datasheet`` takes that value and
+    source back, and facts that only a measurement introduced (a W source, no datasheet) are dropped.
+
+    Examples
+    --------
+    >>> root = Path(__file__).resolve().parents[1]
+    >>> old = tomllib.loads(datasheet_toml(load_base(root / "archs/h100.toml"), name="h", description="d"))
+    >>> old["chip"]["clock_mhz"]["value"], old["rates"]["convert_ops_per_clk"]["value"]
+    (1830, 16)
+    """
+    out: dict[str, Any] = json.loads(json.dumps(data))
+    out["name"], out["description"] = name, description
+    for section in ("chip", "limits", "rates", "latencies", "sync", "features"):
+        table = out.get(section, {})
+        for key, fact in list(table.items()):
+            if isinstance(fact, dict) and "datasheet" in fact:
+                table[key] = fact["datasheet"]
+            elif isinstance(fact, dict) and str(fact.get("source", "")).startswith("W:"):
+                del table[key]
+    header = [f"# {description}", "# Written by twill.calibrate.datasheet_toml: the calibrated arch with every measured",
+              "# fact replaced by the datasheet value it keeps."]
+    return "\n".join(header) + "\n" + _dump(out)
+
+
+def _value(v: Any) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, int):
+        return str(v)
+    if isinstance(v, float):
+        if not math.isfinite(v):
+            raise CalibrationError(f"cannot write the non-finite number {v} to TOML")
+        return repr(v)
+    if isinstance(v, str):
+        return json.dumps(v, ensure_ascii=False)
+    if isinstance(v, list):
+        return "[" + ", ".join(_value(x) for x in v) + "]"
+    if isinstance(v, dict):
+        return "{ " + ", ".join(f"{k} = {_value(x)}" for k, x in v.items()) + " }"
+    raise CalibrationError(f"cannot write {type(v).__name__} to TOML")
+
+
+def _dump(data: Mapping[str, Any]) -> str:
+    lines = [f"{k} = {_value(data[k])}" for k in ("name", "description") if k in data]
+    for section in [*SECTION_ORDER, *(k for k in data if k not in SECTION_ORDER and k not in ("name", "description"))]:
+        if section not in data:
+            continue
+        if section == "units":
+            for unit, table in data["units"].items():
+                lines += ["", f"[units.{unit}]", *(f"{k} = {_value(v)}" for k, v in table.items())]
+            continue
+        lines += ["", f"[{section}]", *(f"{k} = {_value(v)}" for k, v in data[section].items())]
+    return "\n".join(lines) + "\n"
+
+
+def load_base(path: str | Path) -> dict[str, Any]:
+    """The parsed TOML of a base arch file."""
+    p = Path(path)
+    try:
+        return tomllib.loads(p.read_text(encoding="utf-8"))
+    except OSError as err:
+        raise CalibrationError(f"{p}: cannot read the base arch ({err.strerror})") from err
+    except tomllib.TOMLDecodeError as err:
+        raise CalibrationError(f"{p}: the base arch is not valid TOML ({err})") from err
+
+
+# ---- running the suite ----------------------------------------------------------------------------
+def suite_script() -> Path:
+    """``bench/gpu/run_suite.py`` of this checkout (the suite is CUDA source, not part of the wheel)."""
+    script = Path(__file__).resolve().parents[1] / "bench" / "gpu" / "run_suite.py"
+    if not script.is_file():
+        raise CalibrationError(f"{script}: the microbenchmark suite is missing; run `twill calibrate` from a "
+                               "checkout of the twill repository, or pass --from-results DIR")
+    return script
+
+
+def gpu_name() -> str:
+    """The first NVIDIA GPU's name from nvidia-smi, or raise when there is none or nvcc is missing."""
+    smi = shutil.which("nvidia-smi")
+    if smi is None:
+        raise CalibrationError("no NVIDIA GPU found (nvidia-smi is not on PATH); run on a machine with an NVIDIA "
+                               "GPU and nvcc, or pass --from-results DIR with results of bench/gpu/run_suite.py")
+    proc = subprocess.run([smi, "--query-gpu=name", "--format=csv,noheader"], capture_output=True, text=True)
+    names = [line.strip() for line in proc.stdout.splitlines() if line.strip()]
+    if proc.returncode != 0 or not names:
+        raise CalibrationError(f"nvidia-smi lists no GPU ({(proc.stderr or proc.stdout).strip()[:200]}); "
+                               "pass --from-results DIR instead")
+    if shutil.which("nvcc") is None:
+        raise CalibrationError(f"found {names[0]} but no nvcc on PATH; the microbenchmarks are CUDA C++ "
+                               "(install the CUDA toolkit, or pass --from-results DIR)")
+    return names[0]
+
+
+def run_suite(out_dir: str | Path) -> Path:
+    """Build and run the microbenchmarks on this machine's GPU, writing the results to ``out_dir``.
+
+    The suite targets sm_90a (Hopper: wgmma, TMA, setmaxnreg). Its output goes to this process's
+    stdout and stderr as it runs.
+
+    Raises
+    ------
+    CalibrationError
+        No GPU or nvcc, the suite is missing, or a benchmark failed to build or run.
+    """
+    gpu_name()
+    script = suite_script()
+    out = Path(out_dir)
+    proc = subprocess.run([sys.executable, str(script), "--out", str(out)])
+    if proc.returncode != 0:
+        raise CalibrationError(f"{script.name} exited with status {proc.returncode}; see its output above and "
+                               f"the JSON in {out} (a measurement whose self-check failed reports no time)")
+    return out
+
+
+def default_name(results: Mapping[str, dict]) -> str:
+    """An arch name from the GPU's name: 'NVIDIA H100 80GB HBM3' -> 'nvidia_h100_80gb_hbm3'."""
+    gpu = str(results["wgmma"].get("device", {}).get("name", "gpu"))
+    return "".join(c if c.isalnum() else "_" for c in gpu.lower()).strip("_") or "gpu"

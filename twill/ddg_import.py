@@ -15,10 +15,10 @@ from pathlib import Path
 from typing import Any
 
 from .arch import Arch
-from .errors import GraphError, ProblemError
+from .errors import GraphError, ProblemError, TwillError
 from .ir import Carrier, Edge, Issuer, LoopBody, Op, Use
 
-__all__ = ["read_ddg", "ddg_from_dict", "SCHEMA"]
+__all__ = ["read_ddg", "ddg_from_dict", "read_json", "SCHEMA"]
 
 SCHEMA = "curated-ddg-0.2"
 NODE_FIELDS = {
@@ -134,17 +134,53 @@ def ddg_from_dict(data: Any, arch: Arch, name: str = "ddg", loop: int = 0) -> Lo
             raise GraphError(f"edge #{i} {e['src']} -> {e['dst']}: node {e['src']} is not in the graph")
         edges.append(Edge(src=str(e["src"]), dst=str(e["dst"]), latency=e["latency"], distance=e["distance"],
                           blocking=e["blocking"], carrier=_carrier(src)))
-    trip = entry.get("trip_count")
-    return LoopBody(name, tuple(ops), tuple(edges), {"source": name}, trip if isinstance(trip, int) else None)
+    trip = entry.get("trip_count")  # informational: a missing or malformed count is dropped, not fatal
+    valid_trip = isinstance(trip, int) and not isinstance(trip, bool) and trip >= 0
+    return LoopBody(name, tuple(ops), tuple(edges), {"source": name}, trip if valid_trip else None)
 
 
 def read_ddg(path: str | Path, arch: Arch, loop: int = 0) -> LoopBody:
     """Read one loop of a curated-ddg JSON file."""
     p = Path(path)
+    return ddg_from_dict(read_json(p, "graph", GraphError), arch, name=p.name.split(".")[0] or "ddg", loop=loop)
+
+
+def read_json(path: Path, what: str, error: type[TwillError]) -> Any:
+    """Parse a JSON file, turning every way it can be unreadable into one ``error`` line: missing,
+    a directory, not UTF-8, malformed, an integer literal too long to convert, nested too deep."""
     try:
-        data = json.loads(p.read_text(encoding="utf-8"))
+        data = json.loads(path.read_text(encoding="utf-8"))
     except OSError as err:
-        raise GraphError(f"{p}: cannot read graph ({err.strerror})") from err
+        raise error(f"{path}: cannot read {what} ({err.strerror or err})") from err
     except json.JSONDecodeError as err:
-        raise GraphError(f"{p}: not valid JSON ({err.msg} at line {err.lineno})") from err
-    return ddg_from_dict(data, arch, name=p.name.split(".")[0], loop=loop)
+        raise error(f"{path}: not valid JSON ({err.msg} at line {err.lineno})") from err
+    except UnicodeDecodeError as err:
+        raise error(f"{path}: not a UTF-8 text file (byte {err.start}: {err.reason})") from err
+    except ValueError as err:  # Python refuses integer literals of more than 4300 digits
+        raise error(f"{path}: not valid JSON ({str(err).split(':')[0]})") from err
+    except RecursionError as err:
+        raise error(f"{path}: not valid JSON (nested too deeply to read)") from err
+    bad = _invalid_text(data)
+    if bad is not None:
+        raise error(f"{path}: the string {bad!r} is not valid Unicode text (a lone surrogate escape such as \\ud800)")
+    return data
+
+
+def _invalid_text(data: Any) -> str | None:
+    """The first string (key or value) of a parsed JSON document that cannot be written as UTF-8:
+    JSON lets "\\ud800" through, and it would fail only when printed. Iterative, as the document
+    may nest as deeply as the parser allowed."""
+    stack = [data]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+        elif isinstance(item, str):
+            try:
+                item.encode("utf-8")
+            except UnicodeEncodeError:
+                return item[:40]
+    return None

@@ -21,7 +21,15 @@ import networkx as nx
 
 from .errors import GraphError
 
-__all__ = ["Carrier", "Issuer", "Use", "Op", "Edge", "LoopBody", "LoopBuilder"]
+__all__ = ["Carrier", "Issuer", "Use", "Op", "Edge", "LoopBody", "LoopBuilder", "MAX_CYCLES", "MAX_DISTANCE",
+           "MAX_SIZE"]
+
+# A tile-level op takes at most ~10^4 cycles. The exact-cycle model multiplies cycle counts (stage
+# x II) and keeps its variables within 64-bit integers, so a count above these is an input error,
+# refused here with its field's name instead of overflowing deep inside the solver.
+MAX_CYCLES = 1 << 20
+MAX_DISTANCE = 1 << 10  # iterations a dependence may reach back; real loop-carried distances are 1-4
+MAX_SIZE = 1 << 40  # registers, bytes or columns of one result: hand-off costs per KiB stay finite floats
 
 
 class Carrier(Enum):
@@ -47,14 +55,37 @@ class Issuer(Enum):
 
 def _check_name(what: str, name: str) -> None:
     if not isinstance(name, str) or not name or any(c.isspace() for c in name):
-        raise GraphError(f"{what} {name!r}: a name must be a non-empty string without spaces")
+        raise GraphError(f"{what} {_short(name)}: a name must be a non-empty string without spaces")
+    _check_text(what, "name", name)
 
 
-def _check_count(where: str, field_name: str, value: Any) -> None:
+def _check_text(where: str, field_name: str, value: str) -> None:
+    """Text is printed and saved as UTF-8: a lone surrogate (from a JSON "\\ud800" escape) would
+    only fail later, when a table is written to the terminal."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise GraphError(f"{where}: {field_name} {_short(value)} is not valid Unicode text (a lone surrogate)") from None
+
+
+def _check_count(where: str, field_name: str, value: Any, limit: int | None = None) -> None:
     if isinstance(value, bool) or not isinstance(value, int):
-        raise GraphError(f"{where}: {field_name} must be an integer, got {value!r}")
+        raise GraphError(f"{where}: {field_name} must be an integer, got {_short(value)}")
     if value < 0:
         raise GraphError(f"{where}: {field_name} {value} is negative; cycles and sizes are >= 0")
+    if limit is not None and value > limit:
+        raise GraphError(f"{where}: {field_name} {value} is above the limit {limit} of a tile-level loop body")
+
+
+def _check_flag(where: str, field_name: str, value: Any) -> None:
+    if not isinstance(value, bool):
+        raise GraphError(f"{where}: {field_name} must be true or false, got {_short(value)}")
+
+
+def _short(value: Any) -> str:
+    """``repr`` cut to one readable line: error messages quote what they found, not megabytes."""
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -70,8 +101,9 @@ class Use:
 
     def __post_init__(self) -> None:
         _check_name("unit", self.unit)
-        for name in ("offset", "length", "amount"):
-            _check_count(f"use of unit {self.unit!r}", name, getattr(self, name))
+        for name in ("offset", "length"):
+            _check_count(f"use of unit {self.unit!r}", name, getattr(self, name), MAX_CYCLES)
+        _check_count(f"use of unit {self.unit!r}", "amount", self.amount)
         if self.length == 0 or self.amount == 0:
             raise GraphError(f"use of unit {self.unit!r}: length and amount must be positive")
 
@@ -110,13 +142,27 @@ class Op:
     def __post_init__(self) -> None:
         _check_name("op", self.name)
         where = f"op {self.name!r}"
-        for name in ("latency", "issue_cycles", "warps", "regs", "smem_bytes", "tmem_cols"):
-            _check_count(where, name, getattr(self, name))
+        for name in ("latency", "issue_cycles"):
+            _check_count(where, name, getattr(self, name), MAX_CYCLES)
+        _check_count(where, "warps", self.warps)
+        for name in ("regs", "smem_bytes", "tmem_cols"):
+            _check_count(where, name, getattr(self, name), MAX_SIZE)
         if self.handoff_cycles is not None:
-            _check_count(where, "handoff_cycles", self.handoff_cycles)
+            _check_count(where, "handoff_cycles", self.handoff_cycles, MAX_CYCLES)
+        for name in ("is_async", "variable_latency", "streaming"):
+            _check_flag(where, name, getattr(self, name))
+        for name in ("kind", "ref"):
+            if not isinstance(getattr(self, name), str):
+                raise GraphError(f"{where}: {name} must be a string, got {_short(getattr(self, name))}")
+            _check_text(where, name, getattr(self, name))
         if not isinstance(self.issuer, Issuer):
             raise GraphError(f"{where}: issuer must be one of {[i.value for i in Issuer]}")
+        if isinstance(self.uses, (str, bytes)) or not isinstance(self.uses, Iterable):
+            raise GraphError(f"{where}: uses must be a sequence of Use segments, got {_short(self.uses)}")
         object.__setattr__(self, "uses", tuple(self.uses))
+        for use in self.uses:
+            if not isinstance(use, Use):
+                raise GraphError(f"{where}: uses must hold Use segments, got {_short(use)}")
         if self.streaming and not self.variable_latency:
             raise GraphError(f"{where}: a streaming op must also be variable-latency")
         busy = self.busy_cycles
@@ -165,9 +211,13 @@ class Edge:
     in_place: bool = False  # dst writes its result into this value's storage (an accumulator chain)
 
     def __post_init__(self) -> None:
+        _check_name("edge end", self.src)
+        _check_name("edge end", self.dst)
         where = f"edge {self.src!r} -> {self.dst!r}"
-        _check_count(where, "latency", self.latency)
-        _check_count(where, "distance", self.distance)
+        _check_count(where, "latency", self.latency, MAX_CYCLES)
+        _check_count(where, "distance", self.distance, MAX_DISTANCE)
+        for name in ("blocking", "in_place"):
+            _check_flag(where, name, getattr(self, name))
         if not isinstance(self.carrier, Carrier):
             raise GraphError(f"{where}: carrier must be one of {[c.value for c in Carrier]}")
 
@@ -186,9 +236,21 @@ class LoopBody:
     trip_count: int | None = None
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "ops", tuple(self.ops))
-        object.__setattr__(self, "edges", tuple(self.edges))
-        object.__setattr__(self, "params", MappingProxyType(dict(self.params)))
+        if not isinstance(self.name, str) or not self.name:
+            raise GraphError(f"loop body {_short(self.name)}: its name must be a non-empty string")
+        _check_text("loop body", "name", self.name)
+        where = f"loop body {self.name!r}"
+        for name, kind in (("ops", Op), ("edges", Edge)):
+            items = getattr(self, name)
+            if isinstance(items, (str, bytes, Mapping)) or not isinstance(items, Iterable):
+                raise GraphError(f"{where}: {name} must be a sequence of {kind.__name__}, got {_short(items)}")
+            object.__setattr__(self, name, tuple(items))
+            for item in getattr(self, name):
+                if not isinstance(item, kind):
+                    raise GraphError(f"{where}: {name} must hold {kind.__name__} values, got {_short(item)}")
+        self._check_params()
+        if self.trip_count is not None:
+            _check_count(where, "trip_count", self.trip_count)
         if not self.ops:
             raise GraphError(f"loop body {self.name!r}: it has no ops")
         seen: set[str] = set()
@@ -201,6 +263,18 @@ class LoopBody:
                 if end not in seen:
                     raise GraphError(f"edge {e.src!r} -> {e.dst!r}: op {end!r} is not in the loop body")
         self._check_zero_distance_cycles()
+
+    def _check_params(self) -> None:
+        """Parameters are saved with the schedule as JSON: string keys, plain scalar values."""
+        if not isinstance(self.params, Mapping):
+            raise GraphError(f"loop body {self.name!r}: params must be a mapping, got {_short(self.params)}")
+        for key, value in self.params.items():
+            if not isinstance(key, str) or not isinstance(value, (str, int, float, bool, type(None))):
+                raise GraphError(f"loop body {self.name!r}: parameter {_short(key)} = {_short(value)}; parameters "
+                                 "are named by strings and hold numbers, strings, booleans or null")
+            for text in (key, value) if isinstance(value, str) else (key,):
+                _check_text(f"loop body {self.name!r}", "parameter", text)
+        object.__setattr__(self, "params", MappingProxyType(dict(self.params)))
 
     def _check_zero_distance_cycles(self) -> None:
         """A cycle of distance-0 edges asks an op to wait for itself in the same iteration."""

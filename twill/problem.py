@@ -15,8 +15,8 @@ from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 
 from .arch import Arch
-from .errors import ProblemError
-from .ir import Carrier, Edge, LoopBody, Op, Use
+from .errors import InfeasibleError, ProblemError
+from .ir import MAX_CYCLES, Carrier, Edge, LoopBody, Op, Use
 
 __all__ = ["Problem", "build_problem", "read_time"]
 
@@ -92,20 +92,48 @@ class Problem:
         """Reasons no schedule exists at any II, independent of the search."""
         a, out = self.arch, []
         smem, tmem = a.limit("smem_bytes_per_cta"), a.limit("tmem_cols")
-        # per-op checks only: buffers with disjoint lifetimes may share memory, so sums prove nothing
-        reg_room = (a.limit("regs_per_thread_max") - a.limit("regs_reserved_per_thread")) * 32
-        widest = max(a.warp_group_sizes()) if a.warp_group_sizes() else 1
         for op in self.ops:
             if op.smem_bytes > smem:
                 out.append(f"op {op.name!r}: its shared-memory buffer needs {op.smem_bytes} B; "
                            f"arch {a.name!r} has {smem} B per CTA")
             if op.tmem_cols > tmem:
                 out.append(f"op {op.name!r}: its result needs {op.tmem_cols} TMEM columns; arch {a.name!r} has {tmem}")
+        # SMEM rings are allocated side by side (design.md §2.9), so their slots add up; TMEM tiles
+        # with disjoint lifetimes share columns, so TMEM is checked per op only
+        rings = [op for op in self.ops if op.smem_bytes and self.min_lifetime(op.name) > 0]
+        need = sum(op.smem_bytes for op in rings)
+        if need > smem and not any(op.smem_bytes > smem for op in rings):
+            parts = ", ".join(f"{op.name} {op.smem_bytes} B" for op in rings)
+            out.append(f"shared-memory rings need at least {need} B with one slot each ({parts}); "
+                       f"arch {a.name!r} has {smem} B per CTA")
+        room, shape = self.largest_register_room()
         for op in self.ops:
-            if op.regs > reg_room * widest:
-                out.append(f"op {op.name!r}: its result needs {op.regs} registers, more than a "
-                           f"{widest}-warp group can hold ({reg_room * widest})")
+            if op.regs > room:
+                out.append(f"op {op.name!r}: its result needs {op.regs} registers, more than any warp group can "
+                           f"hold ({shape})")
         return out
+
+    def min_lifetime(self, name: str) -> int:
+        """Cycles ``name``'s result is held in every schedule: each reader issues at least its
+        edge's latency after the producer (later by a whole II per iteration of distance) and
+        then reads for ``read_time``; with no reader, the result lives for its latency."""
+        outs = self.body.out_edges(name)
+        if not outs:
+            return self.body.op(name).latency
+        return max(e.latency + read_time(e, self.body.op(e.dst)) for e in outs)
+
+    def largest_register_room(self) -> tuple[int, str]:
+        """The most result registers one warp group can hold, and the group that holds them: a
+        legal size and setmaxnreg budget above the reserved registers, within the register file."""
+        a = self.arch
+        reserved = a.limit("regs_reserved_per_thread")
+        best, shape = 0, "no legal warp group fits the register file"
+        for warps in a.warp_group_sizes():
+            for budget in a.register_budgets():
+                room = 32 * warps * (budget - reserved)
+                if warps <= a.limit("warps_per_cta") and 32 * warps * budget <= a.limit("regs_per_sm") and room > best:
+                    best, shape = room, f"{warps} warps x ({budget} - {reserved} reserved) x 32 lanes = {room}"
+        return best, shape
 
 
 def _resolve_unit(arch: Arch, op: Op, use: Use) -> Use:
@@ -115,22 +143,42 @@ def _resolve_unit(arch: Arch, op: Op, use: Use) -> Use:
             f"op {op.name!r}: uses unit {use.unit!r}, which arch {arch.name!r} lacks "
             f"(units: {', '.join(arch.unit_names())})"
         )
-    if use.amount > unit.cap:
-        raise ProblemError(
-            f"op {op.name!r}: needs {use.amount} instances of unit {unit.name!r} at once; "
-            f"arch {arch.name!r} has {unit.cap}"
-        )
+    if use.amount > unit.cap:  # no II helps: the op alone overloads the unit in its own cycles
+        reason = (f"op {op.name!r}: needs {use.amount} instances of unit {unit.name!r} at once; "
+                  f"arch {arch.name!r} has {unit.cap}")
+        raise InfeasibleError(f"infeasible at every II: {reason}", reason=reason)
     return use if unit.name == use.unit else replace(use, unit=unit.name)
 
 
 def _resolve_op(arch: Arch, op: Op) -> Op:
     uses = tuple(_resolve_unit(arch, op, u) for u in op.uses)
     warps = arch.limit("warps_per_cta")
+    reason = ""
     if op.min_warps > warps:
-        raise ProblemError(f"op {op.name!r}: needs {op.min_warps} warps; arch {arch.name!r} allows {warps} per CTA")
-    if not any(s >= op.min_warps for s in arch.warp_group_sizes()):
-        raise ProblemError(f"op {op.name!r}: needs {op.min_warps} warps; no warp-group size of arch {arch.name!r} fits")
+        reason = f"op {op.name!r}: needs {op.min_warps} warps; arch {arch.name!r} allows {warps} per CTA"
+    elif not any(op.min_warps <= s <= warps for s in arch.warp_group_sizes()):
+        reason = (f"op {op.name!r}: needs {op.min_warps} warps; no warp-group size of arch {arch.name!r} "
+                  f"({', '.join(map(str, arch.warp_group_sizes()))}) fits within {warps} warps")
+    if reason:
+        raise InfeasibleError(f"infeasible at every II: {reason}", reason=reason)
     return op if uses == op.uses else replace(op, uses=uses)
+
+
+def _check_handoff_costs(problem: Problem) -> None:
+    """A cross-group hand-off costs cycles the solver adds to dependences, so it obeys the same
+    bound as an op's cycles. Results too big for any group never cross one (they are infeasible,
+    said by ``impossibilities``), so only the others are checked."""
+    room, _ = problem.largest_register_room()
+    for op in problem.ops:
+        cost = problem.handoff[op.name]
+        if op.regs <= room and cost > MAX_CYCLES:
+            raise ProblemError(f"op {op.name!r}: handing its {4 * op.regs} B result to another warp group costs "
+                               f"{cost} cycles (arch {problem.arch.name!r} [sync] costs), above the limit "
+                               f"{MAX_CYCLES} of a tile-level loop body")
+    for name in ("signal_cycles", "wait_cycles"):
+        if getattr(problem, name) > MAX_CYCLES:
+            raise ProblemError(f"arch {problem.arch.name!r}: a {name.split('_')[0]} costs {getattr(problem, name)} "
+                               f"cycles, above the limit {MAX_CYCLES}")
 
 
 def build_problem(body: LoopBody, arch: Arch) -> Problem:
@@ -150,7 +198,7 @@ def build_problem(body: LoopBody, arch: Arch) -> Problem:
     handoff = {
         op.name: op.handoff_cycles if op.handoff_cycles is not None else cost.handoff(4 * op.regs) for op in ops
     }
-    return Problem(
+    problem = Problem(
         body=resolved,
         arch=arch,
         capacity=MappingProxyType({u.name: u.cap for u in arch.units}),
@@ -158,3 +206,5 @@ def build_problem(body: LoopBody, arch: Arch) -> Problem:
         signal_cycles=cost.signal(),
         wait_cycles=cost.wait(),
     )
+    _check_handoff_costs(problem)
+    return problem

@@ -47,17 +47,35 @@ def _load_module(path: Path) -> ModuleType:
         spec.loader.exec_module(module)
     except TwillError:
         raise
-    except Exception as err:
-        raise ProgramError(f"{path}: failed to import ({type(err).__name__}: {err})") from err
+    except (Exception, SystemExit) as err:  # a program's sys.exit() must not end twill
+        raise ProgramError(f"{path}: failed to import ({_what(err)})") from err
     if not callable(getattr(module, "build", None)):
         raise ProgramError(f"{path}: defines no build(arch, **params) function")
+    _parameters(path, module)
     return module
+
+
+def _what(err: BaseException) -> str:
+    """An exception as one short line for an error message."""
+    text = " ".join(str(err).split())
+    return f"{type(err).__name__}: {text[:200]}" if text else type(err).__name__
+
+
+def _parameters(path: Path, module: ModuleType) -> dict[str, Any]:
+    """A program's PARAMETERS: names to defaults whose type ``-p NAME=VALUE`` can parse into."""
+    raw = getattr(module, "PARAMETERS", {})
+    if not isinstance(raw, dict):
+        raise ProgramError(f"{path}: PARAMETERS must be a dict of name -> default, got {type(raw).__name__}")
+    for key, value in raw.items():
+        if not isinstance(key, str) or not isinstance(value, (bool, int, float, str)):
+            raise ProgramError(f"{path}: parameter {key!r} = {value!r}; names are strings and defaults are "
+                               "bool, int, float or str (the types -p NAME=VALUE can give)")
+    return dict(raw)
 
 
 def _info(path: Path) -> ProgramInfo:
     module = _load_module(path)
-    return ProgramInfo(path.stem, str(getattr(module, "DESCRIPTION", "")).strip(),
-                       dict(getattr(module, "PARAMETERS", {})), path)
+    return ProgramInfo(path.stem, str(getattr(module, "DESCRIPTION", "")).strip(), _parameters(path, module), path)
 
 
 def list_programs() -> list[ProgramInfo]:
@@ -118,7 +136,7 @@ def load_program(spec: str, arch: Arch, params: dict[str, Any] | None = None, lo
         return read_ddg(spec, arch, loop=loop)
     path = _resolve(spec)
     module = _load_module(path)
-    defaults = dict(getattr(module, "PARAMETERS", {}))
+    defaults = _parameters(path, module)
     unknown = set(params) - set(defaults)
     if unknown:
         raise ProgramError(f"program {path.stem!r}: unknown parameters {sorted(unknown)}; it takes {sorted(defaults)}")
@@ -127,8 +145,8 @@ def load_program(spec: str, arch: Arch, params: dict[str, Any] | None = None, lo
         body = module.build(arch, **merged)
     except TwillError:
         raise
-    except Exception as err:
-        raise ProgramError(f"program {path.stem!r}: build failed ({type(err).__name__}: {err})") from err
+    except (Exception, SystemExit) as err:
+        raise ProgramError(f"program {path.stem!r}: build failed ({_what(err)})") from err
     if not isinstance(body, LoopBody):
         raise ProgramError(f"program {path.stem!r}: build() returned {type(body).__name__}, not a LoopBody")
     return body

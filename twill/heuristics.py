@@ -1,0 +1,488 @@
+"""Rau's iterative modulo scheduling: the heuristic software pipeliner a compiler would run.
+
+B. R. Rau, "Iterative Modulo Scheduling", MICRO-27 (1994) and IJPP 24(1) (1996). For II = MII,
+MII + 1, ... the scheduler places one op at a time, highest ``HeightR`` first, at the earliest
+cycle at or after its ``Estart`` (the earliest cycle its scheduled predecessors allow) where its
+reservation table fits the modulo reservation table (MRT). When no cycle of the II cycles from
+``Estart`` fits, the op is forced in and the ops it collides with (on a unit, or through a
+dependence on an already scheduled successor) are evicted and rescheduled later. A budget of
+scheduling steps (``budget_ratio`` x ops) bounds the work per II; when it runs out, II grows.
+
+Here the MRT is on exact cycles: a reservation is ``Op.uses`` (unit, offset, length, amount) and a
+unit holds ``problem.capacity`` instances. The MRT is kept as intervals, not as a II-long array,
+so one placement costs O(reservations), not O(II) (II is ~2000 cycles on the FlashAttention bodies).
+
+Two uses:
+
+* ``swp_only``: pure software pipelining (units and dependences, no warps), the compiler's plan
+  before warp specialisation; checked like ``twill solve --swp-only``.
+* a fixed warp split (``groups``), by default Triton's (``producer_consumer_split``: loads on a
+  producer, everything else on one consumer). Edges between groups pay ``problem.cross_group_cost``;
+  each group issues in order, so its issue slot is one more MRT resource of capacity 1 that an op
+  holds for ``problem.hold(op)`` cycles from its issue. Variable-latency isolation holds by the
+  split's construction. Warps and register budgets are chosen after scheduling, as a compiler
+  does (the narrowest legal group whose ``setmaxnreg`` budget holds its live registers), and the
+  result must pass ``twill.validate.validate``; a II whose schedule fails (registers, SMEM, TMEM)
+  counts as a failed II, where a compiler would spill or give up.
+
+Rau raises II by one cycle at a time. On exact cycle counts (MII ~ 2000) that can take hundreds of
+attempts, so after ``LINEAR_STEPS`` single steps the step doubles, and once an II succeeds the gap
+to the last failed II is bisected. Scheduling success is not monotone in II, so the result is the
+smallest successful II on that path, as Rau's is the first on his. Everything is deterministic.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, replace
+
+from .bounds import compute_bounds
+from .problem import Problem, read_time
+from .schedule import Schedule
+from .solver.assemble import Assignment, assemble, copies_needed
+from .solver.model import SolveOptions
+from .solver.search import lower_bound, producer_consumer_split
+from .validate import validate
+
+__all__ = ["ImsResult", "iterative_modulo_schedule", "ims_swp", "ims_triton_split", "LINEAR_STEPS"]
+
+LINEAR_STEPS = 8  # Rau's +1 steps of II before the step starts doubling
+
+
+@dataclass(frozen=True, slots=True)
+class _Segment:
+    """One row of an op's reservation table: ``amount`` of ``resource`` for ``length`` cycles from
+    ``offset`` cycles after issue. Resources are unit names and ``issue[g]`` slots of groups."""
+
+    resource: str
+    offset: int
+    length: int
+    amount: int
+
+
+@dataclass(frozen=True, slots=True)
+class _Dep:
+    """A dependence with its effective latency (plus the hand-off cost when it crosses groups)."""
+
+    src: str
+    dst: str
+    latency: int
+    distance: int
+
+
+@dataclass(frozen=True, slots=True)
+class ImsResult:
+    """What the heuristic found: a validated schedule (or None), and every II it tried, in order,
+    with what happened there ("scheduled", "budget exhausted", or the first validator complaint)."""
+
+    schedule: Schedule | None
+    start_ii: int
+    attempts: tuple[tuple[int, str], ...]
+    seconds: float
+    impossible: str = ""  # why no II can work (``Problem.impossibilities``), when nothing was tried
+
+    @property
+    def reason(self) -> str:
+        """Why no schedule came out, or why the last failed II failed (empty when nothing failed)."""
+        failed = [outcome for _, outcome in self.attempts if outcome != "scheduled"]
+        return self.impossible or (failed[-1] if failed else "")
+
+
+# -- the modulo reservation table, as intervals ------------------------------------------------
+def _arc_overlap(b1: int, l1: int, b2: int, l2: int, ii: int) -> bool:
+    """Whether [b1, b1 + l1) and [b2, b2 + l2) share a cycle modulo II."""
+    if l1 >= ii or l2 >= ii:
+        return l1 > 0 and l2 > 0
+    return (b2 - b1) % ii < l1 or (b1 - b2) % ii < l2
+
+
+class _Mrt:
+    """Per resource, the reservations placed so far: (op, absolute begin, length, amount)."""
+
+    def __init__(self, ii: int, capacity: Mapping[str, int]) -> None:
+        self.ii = ii
+        self.capacity = capacity
+        self.placed: dict[str, list[tuple[str, int, int, int]]] = {}
+
+    def _profile(self, resource: str) -> tuple[int, list[tuple[int, int, int]]]:
+        """(constant load from full turns, [(lo, hi, load)] pieces of the rest on [0, II))."""
+        ii, base, events = self.ii, 0, {}
+        for _, begin, length, amount in self.placed.get(resource, ()):
+            turns, rest = divmod(length, ii)
+            base += turns * amount
+            if not rest:
+                continue
+            p = begin % ii
+            for lo, hi in ((p, p + rest),) if p + rest <= ii else ((p, ii), (0, p + rest - ii)):
+                events[lo] = events.get(lo, 0) + amount
+                events[hi] = events.get(hi, 0) - amount
+        pieces, load, last = [], 0, 0
+        for x in sorted(events):
+            if x > last:
+                pieces.append((last, x, load))
+            load += events[x]
+            last = x
+        if last < ii:
+            pieces.append((last, ii, load))
+        return base, pieces
+
+    def forbidden(self, seg: _Segment) -> list[tuple[int, int]] | None:
+        """Issue cycles (as arcs (residue, length) of II) at which ``seg`` would overload its
+        resource; None when every cycle would."""
+        ii, cap = self.ii, self.capacity[seg.resource]
+        base, pieces = self._profile(seg.resource)
+        turns, rest = divmod(seg.length, ii)
+        if base + max(load for _, _, load in pieces) + seg.amount * turns > cap:
+            return None
+        if not rest:
+            return []
+        arcs = []
+        for lo, hi, load in pieces:
+            if base + load + seg.amount * (turns + 1) > cap:
+                # the segment [b, b + rest) meets bad slots [lo, hi) iff b in [lo - rest + 1, hi - 1]
+                size = hi - lo + rest - 1
+                if size >= ii:
+                    return None
+                arcs.append(((lo - rest + 1 - seg.offset) % ii, size))
+        return arcs
+
+    def colliders(self, seg: _Segment, t: int) -> set[str]:
+        """Ops whose reservations share a cycle with ``seg`` issued at ``t`` on its resource."""
+        begin = t + seg.offset
+        return {name for name, b, length, _ in self.placed.get(seg.resource, ())
+                if _arc_overlap(begin, seg.length, b, length, self.ii)}
+
+    def place(self, name: str, t: int, segments: Iterable[_Segment]) -> None:
+        for seg in segments:
+            self.placed.setdefault(seg.resource, []).append((name, t + seg.offset, seg.length, seg.amount))
+
+    def remove(self, name: str) -> None:
+        for resource, items in self.placed.items():
+            self.placed[resource] = [item for item in items if item[0] != name]
+
+
+def _first_free(arcs: list[tuple[int, int]], earliest: int, ii: int) -> int | None:
+    """The first cycle t in [earliest, earliest + II) whose residue no arc covers, or None."""
+    covered: list[tuple[int, int]] = []
+    for r, size in arcs:
+        if size <= 0:
+            continue
+        covered += [(r, r + size)] if r + size <= ii else [(r, ii), (0, r + size - ii)]
+    covered.sort()
+    r0 = earliest % ii
+    for shift in (0, 1):  # residues r0..II-1 first, then 0..r0-1 (one turn later)
+        candidate = r0 if shift == 0 else 0
+        limit = ii if shift == 0 else r0
+        for lo, hi in covered:
+            if hi <= candidate:
+                continue
+            if lo > candidate:
+                break
+            candidate = hi
+        if candidate < limit:
+            return earliest + (candidate - r0) % ii
+    return None
+
+
+# -- the scheduler --------------------------------------------------------------------------------
+def _heights(names: list[str], deps: list[_Dep], base: Mapping[str, int], ii: int) -> dict[str, int] | None:
+    """Rau's HeightR: the longest latency path (latency - II * distance) to the end of the
+    iteration; None when a recurrence cannot meet this II (a positive cycle)."""
+    h = dict(base)
+    for _ in range(len(names) + 1):
+        changed = False
+        for d in deps:
+            v = h[d.dst] + d.latency - ii * d.distance
+            if v > h[d.src]:
+                h[d.src], changed = v, True
+        if not changed:
+            return h
+    return None
+
+
+def _rec_mii(names: list[str], deps: list[_Dep]) -> int:
+    """The smallest II at which no recurrence of the effective latencies is violated."""
+    zero = dict.fromkeys(names, 0)
+    if _heights(names, deps, zero, 0) is not None:
+        return 0
+    lo, hi = 0, sum(d.latency for d in deps) + 1  # every cycle has distance >= 1 (LoopBody), so hi holds
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if _heights(names, deps, zero, mid) is not None else (mid, hi)
+    return hi
+
+
+def _schedule_at(ii: int, names: list[str], deps: list[_Dep], segments: Mapping[str, tuple[_Segment, ...]],
+                 capacity: Mapping[str, int], tails: Mapping[str, int], budget: int) -> dict[str, int] | None:
+    """One IterativeSchedule(II, budget) of Rau's paper; the issue cycle of every op, or None."""
+    heights = _heights(names, deps, tails, ii)
+    if heights is None:
+        return None
+    order = {n: i for i, n in enumerate(names)}
+    preds: dict[str, list[_Dep]] = {n: [] for n in names}
+    succs: dict[str, list[_Dep]] = {n: [] for n in names}
+    for d in deps:
+        if d.src != d.dst:  # a self-loop holds at every II >= its recurrence bound
+            succs[d.src].append(d)
+            preds[d.dst].append(d)
+    mrt = _Mrt(ii, capacity)
+    time_of: dict[str, int] = {}
+    previous: dict[str, int] = {}
+    unscheduled = set(names)
+    while unscheduled:
+        if budget <= 0:
+            return None
+        budget -= 1
+        op = max(unscheduled, key=lambda n: (heights[n], -order[n]))
+        estart = max([0] + [time_of[d.src] + d.latency - ii * d.distance for d in preds[op] if d.src in time_of])
+        arcs: list[tuple[int, int]] = []
+        full = False
+        for seg in segments[op]:
+            bad = mrt.forbidden(seg)
+            if bad is None:
+                full = True
+                break
+            arcs += bad
+        t = None if full else _first_free(arcs, estart, ii)
+        if t is None:  # forced: Rau's rule keeps an op from returning to the same cycle forever
+            t = estart if op not in previous or estart > previous[op] else previous[op] + 1
+        evict: set[str] = set()
+        for seg in segments[op]:
+            bad = mrt.forbidden(seg)
+            if bad is None or _first_free(bad, t, ii) != t:
+                evict |= mrt.colliders(seg, t)
+        for d in succs[op]:
+            if d.dst in time_of and time_of[d.dst] + ii * d.distance < t + d.latency:
+                evict.add(d.dst)
+        for d in preds[op]:
+            if d.src in time_of and t + ii * d.distance < time_of[d.src] + d.latency:
+                evict.add(d.src)
+        for name in evict:
+            mrt.remove(name)
+            del time_of[name]
+            unscheduled.add(name)
+        mrt.place(op, t, segments[op])
+        time_of[op] = previous[op] = t
+        unscheduled.discard(op)
+    return time_of
+
+
+# -- warps and registers after scheduling -----------------------------------------------------
+def _lifetime(problem: Problem, starts: Mapping[str, int], ii: int, name: str) -> int:
+    """Cycles ``name``'s result is held: from its issue to the end of its last read."""
+    outs = problem.body.out_edges(name)
+    if not outs:
+        return problem.op(name).latency
+    return max(0, max(starts[e.dst] + e.distance * ii + read_time(e, problem.op(e.dst)) for e in outs) - starts[name])
+
+
+def _peak_registers(problem: Problem, starts: Mapping[str, int], ii: int, members: list[str]) -> int:
+    """The most register words a group's live results need at any cycle of the steady state
+    (a sweep over the lifetimes' ends on the circle: O(values), whatever II is)."""
+    base, events = 0, {}
+    for name in members:
+        words = problem.op(name).regs
+        if not words:
+            continue
+        turns, rest = divmod(_lifetime(problem, starts, ii, name), ii)
+        base += turns * words
+        if rest:
+            p = starts[name] % ii
+            for lo, hi in ((p, p + rest),) if p + rest <= ii else ((p, ii), (0, p + rest - ii)):
+                events[lo] = events.get(lo, 0) + words
+                events[hi] = events.get(hi, 0) - words
+    peak = run = 0
+    for x in sorted(events):
+        run += events[x]
+        peak = max(peak, run)
+    return base + peak
+
+
+def _size_groups(problem: Problem, options: SolveOptions, starts: Mapping[str, int], ii: int,
+                 groups: Mapping[str, int]) -> tuple[dict[int, int], dict[int, int]] | str:
+    """Each group's warps and setmaxnreg budget: the fewest register words that hold its peak
+    (a compiler's choice after scheduling); or why no choice fits the CTA."""
+    arch = problem.arch
+    sizes, budgets = sorted(arch.warp_group_sizes()), arch.register_budgets()
+    reserved = arch.limit("regs_reserved_per_thread")
+    warps, regs = {}, {}
+    for g in sorted(set(groups.values())):
+        members = [n for n in groups if groups[n] == g]
+        need = max(problem.op(n).min_warps for n in members)
+        peak = _peak_registers(problem, starts, ii, members)
+        fits = [(32 * w * b, w, b) for w in sizes if w >= need for b in budgets if 32 * w * (b - reserved) >= peak]
+        if not fits:
+            return f"group {g} needs {peak} live register words, more than any legal group holds"
+        _, warps[g], regs[g] = min(fits)
+    cta = options.max_warps if options.max_warps is not None else arch.limit("warps_per_cta")
+    if sum(warps.values()) > cta:
+        return f"the groups need {sum(warps.values())} warps; the CTA allows {cta}"
+    words = sum(32 * warps[g] * regs[g] for g in warps)
+    if words > arch.limit("regs_per_sm"):
+        return f"the groups need {words} registers; the SM has {arch.limit('regs_per_sm')}"
+    return warps, regs
+
+
+# -- entry points ---------------------------------------------------------------------------------
+def _plan(problem: Problem, groups: Mapping[str, int] | None) -> tuple[list[_Dep], dict[str, tuple[_Segment, ...]],
+                                                                      dict[str, int], int]:
+    """Effective dependences, reservation tables and capacities, and the II below which no
+    schedule of this strategy exists (its own ResMII, issue slots included, and RecMII)."""
+    deps, segments = [], {}
+    capacity = dict(problem.capacity)
+    for e in problem.edges:
+        cost = problem.cross_group_cost(e) if groups is not None and groups[e.src] != groups[e.dst] else 0
+        deps.append(_Dep(e.src, e.dst, e.latency + cost, e.distance))
+    for op in problem.ops:
+        segs = [_Segment(u.unit, u.offset, u.length, u.amount) for u in op.uses]
+        hold = problem.hold(op.name)
+        if groups is not None and hold:
+            slot = f"issue[{groups[op.name]}]"
+            capacity[slot] = 1
+            segs.append(_Segment(slot, 0, hold, 1))
+        segments[op.name] = tuple(segs)
+    work: dict[str, int] = {}
+    for segs in segments.values():
+        for s in segs:
+            work[s.resource] = work.get(s.resource, 0) + s.amount * s.length
+    res_mii = max([math.ceil(w / capacity[r]) for r, w in work.items()] + [1])
+    longest = max((s.length for segs in segments.values() for s in segs if s.resource.startswith("issue[")), default=1)
+    return deps, segments, capacity, max(res_mii, longest, _rec_mii([op.name for op in problem.ops], deps))
+
+
+def _sequential_ii(problem: Problem, deps: list[_Dep]) -> int:
+    """An II at which one iteration runs alone, op after op: the search gives up above it."""
+    span = sum(max(op.latency, problem.hold(op.name), op.busy_cycles) for op in problem.ops)
+    return span + sum(d.latency for d in deps) + 1
+
+
+def iterative_modulo_schedule(problem: Problem, options: SolveOptions | None = None, *,
+                              groups: Mapping[str, int] | None = None, budget_ratio: int = 6) -> ImsResult:
+    """Rau's iterative modulo scheduling of ``problem``, validated.
+
+    Parameters
+    ----------
+    problem
+        The loop body bound to an arch.
+    options
+        ``swp_only`` schedules units and dependences only (``groups`` is then ignored);
+        ``max_warps`` caps the CTA. Other fields only label the schedule.
+    groups
+        A fixed warp split (op -> group label); None means Triton's producer/consumer split.
+    budget_ratio
+        Scheduling steps per op and II before II grows (Rau's BudgetRatio).
+
+    Returns
+    -------
+    ImsResult
+        The first validated schedule on the II search path ("feasible", with the problem's lower
+        bound as ``ii_lower_bound``), or None with the reason, and every II tried.
+
+    Examples
+    --------
+    >>> from twill.programs import load_program
+    >>> from twill.problem import build_problem
+    >>> from twill.registry import get_arch
+    >>> arch = get_arch("h100")
+    >>> r = iterative_modulo_schedule(build_problem(load_program("toy", arch), arch))
+    >>> r.schedule.ii, r.schedule.status, [o.start for o in r.schedule.ops]
+    (2, 'feasible', [0, 1, 3])
+    """
+    options = options or SolveOptions()
+    clock = time.monotonic()
+    lb = lower_bound(problem, options, compute_bounds(problem))
+    reasons = [] if options.swp_only else problem.impossibilities()
+    if reasons:  # memory that never fits: no II can help, as the exact search also says at once
+        return ImsResult(None, lb, (), time.monotonic() - clock, impossible=reasons[0])
+    if options.swp_only:
+        fixed = None
+    else:
+        fixed = dict(groups) if groups is not None else dict(producer_consumer_split(problem))
+        missing = [op.name for op in problem.ops if op.name not in fixed]
+        if missing:
+            raise ValueError(f"groups: no group for ops {missing}")
+    deps, segments, capacity, start_ii = _plan(problem, fixed)
+    start_ii = max(start_ii, lb)
+    names = [op.name for op in problem.ops]
+    tails = {op.name: op.latency for op in problem.ops}
+    budget = max(1, budget_ratio) * len(names)
+    attempts: list[tuple[int, str]] = []
+
+    def attempt(ii: int) -> Schedule | None:
+        starts = _schedule_at(ii, names, deps, segments, capacity, tails, budget)
+        if starts is None:
+            attempts.append((ii, "budget exhausted"))
+            return None
+        sched = _assemble(problem, options, fixed, starts, ii, lb, start_ii, time.monotonic() - clock)
+        if isinstance(sched, str):
+            attempts.append((ii, sched))
+            return None
+        violations = validate(problem, sched)
+        if violations:
+            attempts.append((ii, f"{violations[0].rule}: {violations[0].message}"))
+            return None
+        attempts.append((ii, "scheduled"))
+        return sched
+
+    cap, ii, step, failed = _sequential_ii(problem, deps), start_ii, 1, None
+    found = None
+    while ii <= cap:
+        found = attempt(ii)
+        if found is not None:
+            break
+        failed = ii
+        if len(attempts) >= LINEAR_STEPS:
+            step *= 2
+        ii = min(ii + step, cap) if ii < cap else cap + 1
+    if found is not None and failed is not None:
+        lo, hi = failed, found.ii  # bisect the gap the doubling steps jumped over
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            better = attempt(mid)
+            if better is not None:
+                hi, found = mid, better
+            else:
+                lo = mid
+    seconds = time.monotonic() - clock
+    if found is not None:
+        found = replace(found, solve_seconds=seconds)
+    return ImsResult(found, start_ii, tuple(attempts), seconds)
+
+
+def _assemble(problem: Problem, options: SolveOptions, groups: Mapping[str, int] | None, starts: Mapping[str, int],
+              ii: int, lb: int, start_ii: int, seconds: float) -> Schedule | str:
+    """The ``Schedule`` of an IMS result, or why its warps and registers cannot be chosen."""
+    copies = {op.name: copies_needed(problem, starts, ii, op.name) for op in problem.ops
+              if op.smem_bytes or op.tmem_cols or op.regs}
+    length = max(starts[op.name] + max(op.latency, problem.hold(op.name), op.busy_cycles) for op in problem.ops)
+    values = {"ii": ii, "length": length}
+    warps: dict[int, int] = {}
+    regs: dict[int, int] = {}
+    if groups is not None:
+        sized = _size_groups(problem, options, starts, ii, groups)
+        if isinstance(sized, str):
+            return sized
+        warps, regs = sized
+        values["groups"] = len(warps)
+        values["handoffs"] = sum(problem.handoff_bytes(e) for e in problem.edges if groups[e.src] != groups[e.dst])
+        values["regs"] = sum(32 * warps[g] * regs[g] for g in warps)
+    a = Assignment(ii=ii, starts=dict(starts), groups=dict(groups or {}), warps=warps, regs=regs, copies=copies,
+                   objective_values={k: values[k] for k in options.objective if k in values})
+    proof = (f"heuristic: Rau's iterative modulo scheduling; II {ii} is the first II on its search from {start_ii} "
+             f"that scheduled within the budget and passed the validator; no optimality claim (lower bound {lb})")
+    return assemble(problem, options, a, optimal=False, proven_lb=lb, proof=proof,
+                    proven=dict.fromkeys(values, False), seconds=seconds)
+
+
+def ims_swp(problem: Problem, options: SolveOptions | None = None) -> ImsResult:
+    """Pure software pipelining by IMS: units and dependences only, no warp groups."""
+    return iterative_modulo_schedule(problem, replace(options or SolveOptions(), swp_only=True))
+
+
+def ims_triton_split(problem: Problem, options: SolveOptions | None = None) -> ImsResult:
+    """The compiler's pipeline: IMS under Triton's fixed warp split (loads on a producer group,
+    everything else on one consumer group), with hand-off costs and in-order issue."""
+    opts = replace(options or SolveOptions(), swp_only=False)
+    return iterative_modulo_schedule(problem, opts, groups=dict(producer_consumer_split(problem)))

@@ -139,6 +139,7 @@ def main() -> None:
     ap.add_argument("--out", default=str(ROOT / "docs" / "benchmarks.md"))
     args = ap.parse_args()
     sections = set(args.sections.split(","))
+    load = os.getloadavg()[0]
     rows = []
     for name, params in CASES if "programs" in sections else ():
         label = name + "".join(f" {k}={v}" for k, v in params.items())
@@ -163,7 +164,8 @@ def main() -> None:
         f"--scaling-cap {args.scaling_cap:g} --sections {args.sections}` on "
         f"{dt.date.today().isoformat()}.",
         f"Machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
-        f"OR-Tools {ortools.__version__}. Default solve options (all objectives, 10 s per secondary phase).",
+        f"OR-Tools {ortools.__version__}, load average {load:.1f} at the start (other jobs on the "
+        f"machine slow every timing). Default solve options (all objectives, 10 s per secondary phase).",
         "",
         "| " + " | ".join(header) + " |",
         "|" + "---|" * len(header),

@@ -1,6 +1,6 @@
 """Re-run the commands shown in the docs and put their current output under them.
 
-    python docs/snippets.py                      # docs/cli.md, docs/writing-programs.md, docs/arch-format.md
+    python docs/snippets.py                      # README.md, docs/cli.md, docs/writing-programs.md, docs/arch-format.md
     python docs/snippets.py docs/cli.md          # one file
 
 In a fenced code block whose first line starts with ``$ ``, every ``$ COMMAND`` line is run with bash
@@ -25,7 +25,7 @@ from pathlib import Path
 
 DOCS = Path(__file__).resolve().parent
 ENV = {**os.environ, "REPO": str(DOCS.parent)}
-DEFAULT = [DOCS / "cli.md", DOCS / "writing-programs.md", DOCS / "arch-format.md"]
+DEFAULT = [DOCS.parent / "README.md", DOCS / "cli.md", DOCS / "writing-programs.md", DOCS / "arch-format.md"]
 DIRECTIVE = re.compile(r"^<!-- snippets: (file|run) (.+?) -->$")
 TIMEOUT_S = 600
 

@@ -24,6 +24,7 @@ EPILOG = """examples:
   twill validate fa_fwd.json
   twill simulate fa_fwd.json --iterations 16 --trace fa_fwd.trace.json
   twill estimate fa_fwd.json --batch 2 --heads 16 --seqlen 8192
+  twill calibrate --from-results bench/results/h100 --out my_h100.toml
 """
 
 
@@ -113,6 +114,12 @@ def cmd_show(args: argparse.Namespace) -> int:
     if b.recurrence:
         r = b.recurrence
         print(f"critical recurrence: {' -> '.join(r.ops)} -> {r.ops[0]} (latency {r.latency}, distance {r.distance})")
+    from .solver.model import SolveOptions
+    from .solver.search import bound_and_reason
+
+    joint, why = bound_and_reason(p, SolveOptions(), b)
+    if joint > b.mii:
+        print(f"joint problem (warp groups and memories): II >= {joint}; {why}")
     return 0
 
 
@@ -167,6 +174,8 @@ def cmd_solve(args: argparse.Namespace) -> int:
     from .solver import solve
 
     problem = _problem(args)
+    if getattr(args, "solver", "cpsat") == "z3":
+        from .solver.z3_backend import solve_z3 as solve
     sched = solve(problem, _options(args))
     print_summary(problem, sched)
     _check(problem, sched)
@@ -216,24 +225,15 @@ def _load(path: str):
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    from .compare import compare
+    from .compare import HEADER, compare, swp_reference, table
 
     problem = _problem(args)
-    results = compare(problem, _options(args))
-    best = results[0].schedule
-    rows = []
-    for r in results:
-        s = r.schedule
-        if s is None:
-            rows.append([r.strategy, "-", "-", "none found", "-", "-", f"{r.seconds:.1f}"])
-            continue
-        rel = f"{100 * best.ii / s.ii:.1f}%" if best else "-"
-        regs = s.objective_values.get("regs")
-        rows.append([r.strategy, str(s.ii), rel, s.status, str(len(s.groups)), str(regs) if regs is not None else "-",
-                     f"{r.seconds:.1f}"])
+    options = _options(args)
+    rows, notes = table(problem, compare(problem, options), swp_reference(problem, options))
     print(f"{problem.body.name} on {problem.arch.name}: strategies compared on the same model")
-    print(_table(rows, ["strategy", "II", "throughput vs optimum", "status", "groups", "register words",
-                        "solve s"]))
+    print(_table(rows, HEADER))
+    for note in notes:
+        print(f"  {note}")
     return 0
 
 
@@ -318,6 +318,37 @@ def cmd_estimate(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_calibrate(args: argparse.Namespace) -> int:
+    """Measure this machine's GPU (or read earlier results) and write an arch TOML from the numbers."""
+    from pathlib import Path
+
+    from . import calibrate as cal
+    from .arch_toml import load_arch_toml
+
+    results_dir = Path(args.from_results) if args.from_results else cal.run_suite(args.results_out)
+    results = cal.load_results(results_dir)
+    base = args.base if args.base.endswith(".toml") or "/" in args.base else _arch(args.base).path
+    if base is None:
+        raise cal.CalibrationError(f"base arch {args.base!r} has no TOML file; pass a .toml path with --base")
+    name = args.name or cal.default_name(results)
+    gpu = results["wgmma"].get("device", {}).get("name", "GPU")
+    description = args.description or f"{gpu}, calibrated from {results_dir} (other facts from {Path(base).name})"
+    text = cal.calibrated_toml(results, cal.load_base(base), name=name, description=description,
+                               results_label=str(results_dir))
+    Path(args.out).write_text(text, encoding="utf-8")
+    arch = load_arch_toml(args.out, origin="file")  # what was written must load
+    old = _arch(str(base)) if str(base).endswith(".toml") else _arch(args.base)
+    rows = []
+    for m in cal.derive(results):
+        table = getattr(arch, m.section)
+        before = getattr(old, m.section).get(m.key)
+        rows.append([f"{m.section}.{m.key}", str(before.value) if before else "-", str(table[m.key].value)])
+    print(f"{name}: {len(rows)} facts measured on {gpu}")
+    print(_table(rows, ["fact", "base", "measured"]))
+    print(f"\nwrote {args.out} (use it with --arch {args.out})")
+    return 0
+
+
 # -- parser -----------------------------------------------------------------------------------
 def _program_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("program", help="built-in program name (see 'twill programs'), a .py file, or a curated-ddg .json")
@@ -357,17 +388,21 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-groups", type=int, default=8, help="most warp groups considered (default %(default)s)")
     p.add_argument("--max-warps", type=int, default=None, help="ablation: allow fewer warps than the CTA holds")
     p.add_argument("--no-handoff", action="store_true", help="ablation: no register value may cross warp groups")
+    p.add_argument("--solver", choices=("cpsat", "z3"), default="cpsat",
+                   help="backend: cpsat (default) or z3, the differential-testing reference for small graphs")
     p.add_argument("--out", "-o", help="write the schedule as twill.schedule/1 JSON")
     p.add_argument("--gantt", help="write a Gantt chart (.png or .svg)")
     p.add_argument("--trace", help="write a Perfetto / Chrome trace of the static schedule (.json)")
     p.add_argument("--quiet", "-q", action="store_true", help="no progress on stderr")
     p.set_defaults(func=cmd_solve)
 
-    p = sub.add_parser("compare", help="the optimum beside the baselines compilers use (fixed warp split, no pipelining)")
+    p = sub.add_parser("compare", help="the optimum beside the baselines compilers use (Rau's IMS, Triton's fixed "
+                       "warp split, no pipelining)")
     _program_args(p)
     p.set_defaults(func=cmd_compare, objective="ii,groups,handoffs,regs,length", swp_only=False, phase_limit=10.0,
-                   workers=0, max_groups=8, max_warps=None, no_handoff=False, quiet=True)
+                   max_groups=8, max_warps=None, no_handoff=False, quiet=True)
     p.add_argument("--time-limit", type=float, default=120.0, help="seconds per strategy (default %(default)s)")
+    p.add_argument("--workers", type=int, default=0, help="CP-SAT workers (default: one per core)")
 
     p = sub.add_parser("validate", help="check a schedule file against every rule; exit 1 on violations")
     p.add_argument("schedule", help="a twill.schedule/1 JSON file")
@@ -396,10 +431,25 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seqlen", type=int, default=8192)
     p.add_argument("--causal", action="store_true")
     p.set_defaults(func=cmd_estimate)
+
+    p = sub.add_parser("calibrate", help="measure this GPU with the bench/gpu microbenchmarks and write an arch TOML")
+    p.add_argument("--out", "-o", required=True, help="arch TOML file to write")
+    p.add_argument("--from-results", metavar="DIR", help="build the TOML from an earlier run_suite.py output folder "
+                   "instead of running the suite (no GPU needed)")
+    p.add_argument("--results-out", default="calibration-results", metavar="DIR",
+                   help="where a fresh run writes its JSON (default: %(default)s)")
+    p.add_argument("--base", default="h100", help="arch whose unmeasured facts are copied (name or .toml; "
+                   "default: %(default)s)")
+    p.add_argument("--name", help="arch name in the TOML (default: from the GPU's name)")
+    p.add_argument("--description", help="one-line description in the TOML")
+    p.set_defaults(func=cmd_calibrate)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    for stream in (sys.stdout, sys.stderr):  # an op name the terminal cannot encode prints escaped, not a traceback
+        if hasattr(stream, "reconfigure"):
+            stream.reconfigure(errors="backslashreplace")
     parser = build_parser()
     args = parser.parse_args(argv)
     try:

@@ -508,7 +508,7 @@ def _canonical(problem, options, ii, values, last: ScheduleModel, solution: list
         return v, s
     # the deterministic pass found nothing in its budget: replay the last solution found
     _hint_solution(last, solution)
-    s = _solver(5.0, options.workers)
+    s = _solver(max(1.0, min(5.0, clock.left())), options.workers)
     s.parameters.fix_variables_to_their_hinted_value = True
     if s.solve(last.m) not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         raise RuntimeError("internal error: the last solution found does not replay in its own model")

@@ -113,6 +113,13 @@ class Problem:
                            f"hold ({shape})")
         return out
 
+    def require_possible(self) -> None:
+        """Raise ``InfeasibleError`` naming the first reason no schedule can exist at any II."""
+        reasons = self.impossibilities()
+        if reasons:
+            raise InfeasibleError(f"{self.body.name!r} on {self.arch.name!r}: infeasible: {reasons[0]}",
+                                  reason=reasons[0])
+
     def min_lifetime(self, name: str) -> int:
         """Cycles ``name``'s result is held in every schedule: each reader issues at least its
         edge's latency after the producer (later by a whole II per iteration of distance) and

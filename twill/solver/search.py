@@ -377,10 +377,7 @@ def solve(problem: Problem, options: SolveOptions | None = None) -> Schedule:
     clock = _Clock(time.monotonic(), options.time_limit)
     report = options.progress
     if not options.swp_only:
-        reasons = problem.impossibilities()
-        if reasons:
-            raise InfeasibleError(f"{problem.body.name!r} on {problem.arch.name!r}: infeasible: {reasons[0]}",
-                                  reason=reasons[0])
+        problem.require_possible()
     bounds = compute_bounds(problem)
     lb, why = bound_and_reason(problem, options, bounds)
     if report:

@@ -374,10 +374,7 @@ def solve_z3(problem: Problem, options: SolveOptions | None = None) -> Schedule:
     deadline = began + options.time_limit
     report = options.progress
     if not options.swp_only:
-        reasons = problem.impossibilities()
-        if reasons:
-            raise InfeasibleError(f"{problem.body.name!r} on {problem.arch.name!r}: infeasible: {reasons[0]}",
-                                  reason=reasons[0])
+        problem.require_possible()
     bounds = compute_bounds(problem)
     lb = lower_bound(problem, options, bounds)
     cap = _upper_cap(problem)

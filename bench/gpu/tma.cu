@@ -55,9 +55,8 @@ __device__ __forceinline__ void tile_xy(uint32_t tile, int bx, int by, int* x, i
 }
 
 // Sum of the uint16 words of a tile in shared memory (layout-agnostic), by the whole CTA.
-__device__ uint32_t smem_tile_sum(const uint16_t* tile, int words, uint32_t* scratch) {
-  uint32_t s = 0;
-  for (int i = threadIdx.x; i < words; i += blockDim.x) s += tile[i];
+// Sum of every thread's partial sum s, by the whole CTA (warp shuffles, then one atomic per warp).
+__device__ uint32_t cta_sum(uint32_t s, uint32_t* scratch) {
   for (int o = 16; o; o >>= 1) s += __shfl_xor_sync(0xFFFFFFFFu, s, o);
   if (threadIdx.x == 0) *scratch = 0;
   __syncthreads();
@@ -68,17 +67,16 @@ __device__ uint32_t smem_tile_sum(const uint16_t* tile, int words, uint32_t* scr
   return total;
 }
 
+__device__ uint32_t smem_tile_sum(const uint16_t* tile, int words, uint32_t* scratch) {
+  uint32_t s = 0;
+  for (int i = threadIdx.x; i < words; i += blockDim.x) s += tile[i];
+  return cta_sum(s, scratch);
+}
+
 __device__ uint32_t expected_tile_sum(int x0, int y0, int bx, int by, uint32_t* scratch) {
   uint32_t s = 0;
   for (int i = threadIdx.x; i < bx * by; i += blockDim.x) s += hash_at(uint32_t(x0 + i % bx), uint32_t(y0 + i / bx));
-  for (int o = 16; o; o >>= 1) s += __shfl_xor_sync(0xFFFFFFFFu, s, o);
-  if (threadIdx.x == 0) *scratch = 0;
-  __syncthreads();
-  if (threadIdx.x % 32 == 0) atomicAdd(scratch, s);
-  __syncthreads();
-  const uint32_t total = *scratch;
-  __syncthreads();
-  return total;
+  return cta_sum(s, scratch);
 }
 
 __device__ __forceinline__ uint8_t* align_1024(uint8_t* p) {

@@ -243,13 +243,37 @@ def _window_search(problem: Problem, options: SolveOptions, lb: int, clock: _Clo
         proven = bound
         if report:
             report(f"II window [{lo}, {hi}]: undecided in its time slice; probing larger II ({clock.elapsed():.1f}s)")
-        found = _probe_fixed(problem, options, hi + 1, cap, clock)
+        # an incumbent under Triton's split first, then probes of the free problem below it
+        split = _split_window(problem, options, hi + 1, cap, clock)
+        below = cap if split is None else int(split[1].value(split[0].ii)) - 1
+        found = _probe_fixed(problem, options, hi + 1, below, clock) or split
         if found is not None:
             return found[0], found[1], cp_model.FEASIBLE, proven
         lo, width = hi + 1, max(8, 2 * width + 1, lo // 4)
     if proven is not None or clock.left() <= 0:
         return None, None, cp_model.UNKNOWN, proven if proven is not None else lo
     raise _Exhausted()
+
+
+def _split_window(problem: Problem, options: SolveOptions, lo: int, cap: int, clock: _Clock):
+    """The smallest II in [lo, min(cap, 2 lo)] under Triton's producer/consumer split, or None.
+
+    With every op's group pinned the model loses its optional intervals and is far easier to
+    solve; its schedules are schedules of the full problem, so when the free window stalls this
+    is a quick incumbent that the probes of the free problem then try to beat. When it is the
+    answer, the secondary objectives run with the split kept.
+    """
+    if options.swp_only or options.fixed_groups or lo > cap:
+        return None
+    w = build_model(problem, replace(options, fixed_groups=producer_consumer_split(problem)), lo, min(cap, 2 * lo))
+    w.m.minimize(w.ii)
+    s = _solver(min(clock.left(), max(5.0, options.time_limit / 8)), options.workers)
+    if s.solve(w.m) in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        if options.progress:
+            options.progress(f"  found a schedule at II {int(s.value(w.ii))} with Triton's producer/consumer split "
+                             f"({clock.elapsed():.1f}s)")
+        return w, s
+    return None
 
 
 def _probe_fixed(problem: Problem, options: SolveOptions, start: int, cap: int, clock: _Clock):

@@ -39,7 +39,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 
 from .bounds import compute_bounds
-from .problem import Problem, read_time
+from .problem import Problem
 from .schedule import Schedule
 from .solver.assemble import Assignment, assemble, copies_needed
 from .solver.model import SolveOptions
@@ -270,14 +270,6 @@ def _schedule_at(ii: int, names: list[str], deps: list[_Dep], segments: Mapping[
 
 
 # -- warps and registers after scheduling -----------------------------------------------------
-def _lifetime(problem: Problem, starts: Mapping[str, int], ii: int, name: str) -> int:
-    """Cycles ``name``'s result is held: from its issue to the end of its last read."""
-    outs = problem.body.out_edges(name)
-    if not outs:
-        return problem.op(name).latency
-    return max(0, max(starts[e.dst] + e.distance * ii + read_time(e, problem.op(e.dst)) for e in outs) - starts[name])
-
-
 def _peak_registers(problem: Problem, starts: Mapping[str, int], ii: int, members: list[str]) -> int:
     """The most register words a group's live results need at any cycle of the steady state
     (a sweep over the lifetimes' ends on the circle: O(values), whatever II is)."""
@@ -286,7 +278,7 @@ def _peak_registers(problem: Problem, starts: Mapping[str, int], ii: int, member
         words = problem.op(name).regs
         if not words:
             continue
-        turns, rest = divmod(_lifetime(problem, starts, ii, name), ii)
+        turns, rest = divmod(problem.lifetime(starts, ii, name), ii)
         base += turns * words
         if rest:
             p = starts[name] % ii

@@ -120,6 +120,15 @@ class Problem:
             raise InfeasibleError(f"{self.body.name!r} on {self.arch.name!r}: infeasible: {reasons[0]}",
                                   reason=reasons[0])
 
+    def lifetime(self, starts: Mapping[str, int], ii: int, name: str) -> int:
+        """Cycles ``name``'s result storage is held in a schedule: from its issue to the end of
+        its last read (``read_time``), or its latency when nothing reads it."""
+        outs = self.body.out_edges(name)
+        if not outs:
+            return self.body.op(name).latency
+        return max(0, max(starts[e.dst] + e.distance * ii + read_time(e, self.body.op(e.dst)) for e in outs)
+                   - starts[name])
+
     def min_lifetime(self, name: str) -> int:
         """Cycles ``name``'s result is held in every schedule: each reader issues at least its
         edge's latency after the producer (later by a whole II per iteration of distance) and

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from ..problem import Problem
 from ..schedule import Buffer, Group, Schedule, ScheduledOp
-from .model import SolveOptions, _read_time
+from .model import SolveOptions
 
 __all__ = ["Assignment", "assemble", "copies_needed", "role_of"]
 
@@ -45,12 +45,8 @@ def role_of(problem: Problem, ops: list[str]) -> str:
 
 
 def copies_needed(problem: Problem, starts: Mapping[str, int], ii: int, name: str) -> int:
-    """Ring-buffer copies of ``name``'s result: ceil(lifetime / II), the lifetime running from the
-    op's issue to the end of its last read (the model's rule, ``model._read_time``)."""
-    op = problem.op(name)
-    ends = [starts[e.dst] + e.distance * ii + _read_time(e, problem.op(e.dst)) for e in problem.body.out_edges(name)]
-    life = max(ends) - starts[name] if ends else op.latency
-    return -(-max(0, life) // ii)
+    """Ring-buffer copies of ``name``'s result: ceil(lifetime / II) (``Problem.lifetime``)."""
+    return -(-problem.lifetime(starts, ii, name) // ii)
 
 
 def assemble(problem: Problem, options: SolveOptions, a: Assignment, *, optimal: bool, proven_lb: int, proof: str,

@@ -141,6 +141,11 @@ class ScheduleModel:
         self.lifetime[op.name] = (full, rest)
         return full, rest
 
+    def register_room(self, g: int) -> LinearExpr:
+        """Register words group ``g`` has for results: its budget above the reserved registers."""
+        reserved = self.p.arch.limit("regs_reserved_per_thread")
+        return 32 * (self.reg_words[g] - reserved * self.warps[g])
+
     def copies_of(self, op: Op) -> LinearExpr:
         """Ring depth of ``op``'s buffer: the most copies alive at once, ceil(lifetime / II)."""
         full, rest = self.lifetime_of(op)
@@ -361,8 +366,7 @@ def add_register_budgets(v: ScheduleModel) -> None:
     Math: per group g and cycle t: sum_v regs(v) * live_v(t) <= 32 * warps[g] * (budget[g] - reserved);
     sum_g 32 * warps[g] * budget[g] <= registers per SM.
     """
-    m, arch = v.m, v.p.arch
-    reserved = arch.limit("regs_reserved_per_thread")
+    m = v.m
     for g in v.groups:
         intervals, demands, full_words = [], [], []
         for op in v.p.ops:
@@ -381,7 +385,7 @@ def add_register_budgets(v: ScheduleModel) -> None:
             # used to sit on a [0, II) interval with a variable demand under this variable capacity:
             # CP-SAT 9.15 then proves feasible models infeasible; docs/benchmarks_notes.md.)
             room = m.new_int_var(0, 32 * _upper(v.reg_words[g]), f"register_room[{g}]")
-            m.add(room == 32 * (v.reg_words[g] - reserved * v.warps[g]) - sum(full_words))
+            m.add(room == v.register_room(g) - sum(full_words))
             m.add_cumulative(intervals, demands, room)
 
 
@@ -436,11 +440,10 @@ def add_average_occupancy(v: ScheduleModel) -> None:
 
 def add_register_average(v: ScheduleModel) -> None:
     """The register half of ``add_average_occupancy``, per warp group (see there)."""
-    m, arch = v.m, v.p.arch
+    m = v.m
     regs = [op for op in v.p.ops if op.regs]
     if not v.joint or not regs:
         return
-    reserved = arch.limit("regs_reserved_per_thread")
     for g in v.groups:
         terms = []
         for op in regs:
@@ -451,7 +454,7 @@ def add_register_average(v: ScheduleModel) -> None:
             m.add(here == 0).only_enforce_if(~v.in_group[op.name, g])
             terms.append(op.regs * here)
         room = m.new_int_var(0, 32 * _upper(v.reg_words[g]), f"register_room_avg[{g}]")
-        m.add(room == 32 * (v.reg_words[g] - reserved * v.warps[g]))
+        m.add(room == v.register_room(g))
         if v.ii_lo == v.ii_hi:
             m.add(sum(terms) <= room * v.ii_lo)
         else:

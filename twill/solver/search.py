@@ -331,6 +331,15 @@ def _hint_starts_groups(v: ScheduleModel, hint: dict) -> None:
                 v.m.add_hint(variables[g], value)
 
 
+def _first_use_labels(problem: Problem, groups: dict[str, int]) -> dict[int, int]:
+    """Group label -> the label the model allows: groups numbered in the order their first op
+    appears (the model's label symmetry breaking, design.md §2.6)."""
+    order: dict[int, int] = {}
+    for op in problem.ops:
+        order.setdefault(groups[op.name], len(order))
+    return order
+
+
 def _repair(problem: Problem, options: SolveOptions, hint: dict, clock: _Clock, seconds: float = 5.0) -> dict | None:
     """Complete a relaxation's schedule into one of the full model, keeping its II and warp groups.
 
@@ -340,9 +349,7 @@ def _repair(problem: Problem, options: SolveOptions, hint: dict, clock: _Clock, 
     """
     if options.swp_only:
         return None
-    labels: dict[int, int] = {}
-    for op in problem.ops:
-        labels.setdefault(hint["groups"][op.name], len(labels))
+    labels = _first_use_labels(problem, hint["groups"])
     fixed = tuple((op.name, labels[hint["groups"][op.name]]) for op in problem.ops)
     ii = hint["ii"]
     w = build_model(problem, replace(options, fixed_groups=fixed), ii, ii)
@@ -486,19 +493,11 @@ def _adopt(problem: Problem, options: SolveOptions, incumbent: Schedule, clock: 
     """The incumbent as a solution of the full model at its II (complete hint), so the secondary
     objectives can improve it; (None, None) when CP-SAT cannot confirm it in a short slice."""
     v = build_model(problem, options, incumbent.ii, incumbent.ii, symmetry=False)
-    labels = {g.id: i for i, g in enumerate(incumbent.groups)}
+    order = _first_use_labels(problem, {o.id: o.group for o in incumbent.ops})
     hint = {"starts": {o.id: o.start for o in incumbent.ops},
-            "groups": {o.id: labels[o.group] for o in incumbent.ops},
-            "warps": {labels[g.id]: g.warps for g in incumbent.groups},
-            "regs": {labels[g.id]: g.regs_per_thread or 0 for g in incumbent.groups}}
-    if v.joint:
-        # group labels must open in op order (the model's symmetry breaking)
-        order: dict[int, int] = {}
-        for op in problem.ops:
-            order.setdefault(hint["groups"][op.name], len(order))
-        hint["groups"] = {k: order[g] for k, g in hint["groups"].items()}
-        hint["warps"] = {order[g]: w for g, w in hint["warps"].items() if g in order}
-        hint["regs"] = {order[g]: r for g, r in hint["regs"].items() if g in order}
+            "groups": {o.id: order[o.group] for o in incumbent.ops},
+            "warps": {order[g.id]: g.warps for g in incumbent.groups},
+            "regs": {order[g.id]: g.regs_per_thread or 0 for g in incumbent.groups}}
     _hint_starts_groups(v, hint)
     v.m.minimize(v.length)  # II is fixed; keep the stages the heuristic chose
     s = _solver(max(1.0, min(clock.left(), 10.0)), options.workers)

@@ -146,7 +146,9 @@ def print_summary(problem, sched) -> None:
     print(f"{sched.program} on {sched.arch}: II = {sched.ii} cycles ({sched.status}), lower bound {sched.ii_lower_bound}")
     print(f"  proof: {sched.proof}")
     print(f"  bounds: ResMII {b.res_mii}, RecMII {b.rec_mii}; binding: {b.binding()}")
-    print(f"  length {sched.length} cycles, {sched.stages} stages, solved in {sched.solve_seconds:.1f} s")
+    settled = "" if sched.ii_seconds is None else (
+        f" (II {'proven' if sched.status == 'optimal' else 'settled'} at {sched.ii_seconds:.1f} s)")
+    print(f"  length {sched.length} cycles, {sched.stages} stages, solved in {sched.solve_seconds:.1f} s{settled}")
     secondary = {k: v for k, v in sched.objective_values.items() if k != "ii"}
     proven = sched.options.get("objective_proven", {})
     if secondary:

@@ -72,6 +72,7 @@ class Schedule:
     objective_values: dict[str, int] = field(default_factory=dict)
     options: dict[str, Any] = field(default_factory=dict)
     arch_path: str | None = None
+    ii_seconds: float | None = None  # when the search settled II (proven or given up); the rest is secondary objectives
 
     def op(self, name: str) -> ScheduledOp:
         for o in self.ops:
@@ -100,6 +101,7 @@ class Schedule:
             "ii_lower_bound": self.ii_lower_bound,
             "length": self.length,
             "solve_seconds": round(self.solve_seconds, 3),
+            "ii_seconds": None if self.ii_seconds is None else round(self.ii_seconds, 3),
             "proof": self.proof,
             "swp_only": self.swp_only,
             "objective": list(self.objective),
@@ -136,6 +138,7 @@ class Schedule:
                 ii_lower_bound=_typed(where, "ii_lower_bound", d["ii_lower_bound"], int),
                 length=_typed(where, "length", d["length"], int),
                 solve_seconds=_seconds(where, d.get("solve_seconds", 0.0)),
+                ii_seconds=None if d.get("ii_seconds") is None else _seconds(where, d["ii_seconds"], "ii_seconds"),
                 proof=_typed(where, "proof", d.get("proof", ""), str),
                 swp_only=_typed(where, "swp_only", d.get("swp_only", False), bool),
                 objective=tuple(_items(where, "objective", d.get("objective", []), str)),
@@ -180,12 +183,12 @@ def _typed(where: str, name: str, value: Any, kind: type | tuple[type, ...], opt
     return value
 
 
-def _seconds(where: str, value: Any) -> float:
-    number = _typed(where, "solve_seconds", value, (int, float))
+def _seconds(where: str, value: Any, key: str = "solve_seconds") -> float:
+    number = _typed(where, key, value, (int, float))
     try:
         return float(number)
     except OverflowError:
-        raise ScheduleError(f"{where}: field 'solve_seconds' is {_short(number)}, too large for a time") from None
+        raise ScheduleError(f"{where}: field {key!r} is {_short(number)}, too large for a time") from None
 
 
 def _items(where: str, name: str, value: Any, kind: type) -> list[Any]:

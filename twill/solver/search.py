@@ -174,14 +174,19 @@ def _relaxed_hint(problem: Problem, options: SolveOptions, lo: int, hi: int, clo
         return ("infeasible", None) if r.max_stage >= r._stage_bound() else ("unknown", None)
     if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         return "unknown", None
-    # at that II, prefer few groups and short register lifetimes: such hints fit the budgets
-    ii, first = int(s.value(r.ii)), _assignment(r, s)
+    return "partial", _assignment(r, s)
+
+
+def _pressure_hint(problem: Problem, options: SolveOptions, lo: int, first: dict, clock: _Clock) -> dict:
+    """A relaxation schedule at ``first``'s II that prefers few groups and short register
+    lifetimes: such hints fit the budgets the relaxation left out. ``first`` when none is found."""
+    ii, short = first["ii"], _short_stage_bound(problem, lo)
     r = build_model(problem, options, ii, ii, relaxed=True, max_stage=short)
     _hint_starts_groups(r, first)
     r.m.minimize(_pressure_objective(r))
     s = _solver(min(clock.left(), max(3.0, 0.05 * options.time_limit)), options.workers)
     status = s.solve(r.m)
-    return "partial", (_assignment(r, s) if status in (cp_model.OPTIMAL, cp_model.FEASIBLE) else first)
+    return _assignment(r, s) if status in (cp_model.OPTIMAL, cp_model.FEASIBLE) else first
 
 
 def _assignment(v: ScheduleModel, s: cp_model.CpSolver) -> dict:
@@ -217,16 +222,16 @@ def _window_search(problem: Problem, options: SolveOptions, lb: int, clock: _Clo
                 report(f"II window [{lo}, {hi}]: proven infeasible by the relaxation ({clock.elapsed():.1f}s)")
             lo, width = hi + 1, max(8, 2 * width + 1, lo // 64)
             continue
+        v = build_model(problem, options, lo, hi)
+        v.m.minimize(v.ii)
+        status = None
         if verdict == "partial":
             if report:
                 report(f"  relaxation found a schedule to start from ({clock.elapsed():.1f}s)")
-            hint = _repair(problem, options, hint, clock) or hint
-        v = build_model(problem, options, lo, hi)
-        v.m.minimize(v.ii)
-        if verdict == "partial":
-            _hint_starts_groups(v, hint)
-        s = _solver(min(clock.left(), max(5.0, options.time_limit / 4)), options.workers)
-        status = s.solve(v.m, _Progress(report, "II", clock))
+            v, s, status = _hinted_window(problem, options, v, lo, hint, clock)
+        if status is None:
+            s = _solver(min(clock.left(), max(5.0, options.time_limit / 4)), options.workers)
+            status = s.solve(v.m, _Progress(report, "II", clock))
         bound = proven if proven is not None else lo
         if status == cp_model.OPTIMAL:
             return v, s, (status if proven is None else cp_model.FEASIBLE), (int(s.value(v.ii)) if proven is None else bound)
@@ -253,6 +258,32 @@ def _window_search(problem: Problem, options: SolveOptions, lb: int, clock: _Clo
     if proven is not None or clock.left() <= 0:
         return None, None, cp_model.UNKNOWN, proven if proven is not None else lo
     raise _Exhausted()
+
+
+def _hinted_window(problem: Problem, options: SolveOptions, v: ScheduleModel, lo: int, hint: dict, clock: _Clock):
+    """Solve the window model ``v`` from a relaxation's schedule; returns (model, solver, status),
+    with status None when the window is still undecided and wants a plain solve.
+
+    The relaxation's starts and groups often complete into a full schedule at once, so a short
+    slice with them as the hint comes first (FA forward on h100: the II proof in about 3 s). When
+    that slice finds nothing, a hint that favours few groups and short register lifetimes,
+    completed by ``_repair``, steers the window model past the register and TMEM peaks the
+    relaxation ignored; this costs seconds, so it is only paid for where the cheap hint failed.
+    """
+    report = options.progress
+    _hint_starts_groups(v, hint)
+    s = _solver(min(clock.left(), max(5.0, options.time_limit / 24)), options.workers)
+    status = s.solve(v.m, _Progress(report, "II", clock))
+    if status in (cp_model.OPTIMAL, cp_model.INFEASIBLE, cp_model.MODEL_INVALID) or clock.left() <= 0:
+        return v, s, status
+    if status == cp_model.FEASIBLE:
+        _hint_solution(v, _solution(v, s))  # the rest of the slice starts from the schedule found
+        return v, s, None
+    better = _pressure_hint(problem, options, lo, hint, clock)
+    better = _repair(problem, options, better, clock) or better
+    v.m.clear_hints()
+    _hint_starts_groups(v, better)
+    return v, s, None
 
 
 def _split_window(problem: Problem, options: SolveOptions, lo: int, cap: int, clock: _Clock):
@@ -425,13 +456,14 @@ def solve(problem: Problem, options: SolveOptions | None = None) -> Schedule:
         exhausted = cap < lb
     except _Exhausted:
         v, s, status, proven_lb, exhausted = None, None, cp_model.UNKNOWN, cap + 1, True
+    ii_seconds = clock.elapsed()
     if v is None and incumbent is not None:
         # the heuristic's II is the best known; proven optimal when every II below it is infeasible
         v, s = _adopt(problem, options, incumbent, clock)
         status, proven_lb = (cp_model.OPTIMAL if exhausted else cp_model.FEASIBLE), (
             incumbent.ii if exhausted else proven_lb)
         if v is None:
-            return _as_result(incumbent, exhausted, proven_lb, lb, why, clock)
+            return replace(_as_result(incumbent, exhausted, proven_lb, lb, why, clock), ii_seconds=ii_seconds)
     if v is None:
         if exhausted:
             raise InfeasibleError(f"{problem.body.name!r} on {problem.arch.name!r}: no schedule exists for any II up "
@@ -468,7 +500,8 @@ def solve(problem: Problem, options: SolveOptions | None = None) -> Schedule:
     proof = _proof(optimal, ii, lb, proven_lb, why)
     if report:
         report(f"done: II {ii} ({'optimal' if optimal else 'feasible'}), {clock.elapsed():.1f}s")
-    return _extract(problem, options, final, fs, optimal, proven_lb, proof, proven, clock.elapsed())
+    return replace(_extract(problem, options, final, fs, optimal, proven_lb, proof, proven, clock.elapsed()),
+                   ii_seconds=ii_seconds)
 
 
 def _heuristic_incumbent(problem: Problem, options: SolveOptions, lb: int) -> Schedule | None:

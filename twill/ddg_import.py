@@ -4,7 +4,8 @@ Every field is honoured: reservation tables become ``Use`` segments (one per run
 non-zero usage), ``latency`` is the result latency, ``min_warps`` the issuing width, ``regs`` /
 ``smem_footprint`` / ``tmem_footprint`` the footprints, ``spill_cost`` the cross-group hand-off
 cost, ``variable_latency`` / ``streaming`` the flags, and every edge (parallel ones included)
-with its ``blocking`` flag. Node ids are kept as op names. Pipelines map to the arch's units
+with its ``blocking`` flag (a self-loop at distance 1 on an op with a result footprint is an
+accumulator chain, read in place). Node ids are kept as op names. Pipelines map to the arch's units
 through their aliases (``TC`` -> ``tc``); an op is asynchronous when its unit is.
 """
 
@@ -109,6 +110,14 @@ def _carrier(src: Op) -> Carrier:
     return Carrier.ORDER
 
 
+def _accumulates(edge: dict[str, Any], src: Op) -> bool:
+    """Whether ``edge`` is an accumulator chain: an op reading its own result of the previous
+    iteration (D += A x B on the tensor core, whose D stays in the same TMEM columns or
+    registers). The next instance takes the storage over in place, so the value is held one II,
+    not one II plus the reader's latency; the format has no flag for this, the self-loop says it."""
+    return edge["src"] == edge["dst"] and edge["distance"] == 1 and (src.tmem_cols > 0 or src.regs > 0)
+
+
 def ddg_from_dict(data: Any, arch: Arch, name: str = "ddg", loop: int = 0) -> LoopBody:
     """Build a ``LoopBody`` from a parsed curated-ddg document."""
     if not isinstance(data, dict):
@@ -133,7 +142,7 @@ def ddg_from_dict(data: Any, arch: Arch, name: str = "ddg", loop: int = 0) -> Lo
         if src is None:
             raise GraphError(f"edge #{i} {e['src']} -> {e['dst']}: node {e['src']} is not in the graph")
         edges.append(Edge(src=str(e["src"]), dst=str(e["dst"]), latency=e["latency"], distance=e["distance"],
-                          blocking=e["blocking"], carrier=_carrier(src)))
+                          blocking=e["blocking"], carrier=_carrier(src), in_place=_accumulates(e, src)))
     trip = entry.get("trip_count")  # informational: a missing or malformed count is dropped, not fatal
     valid_trip = isinstance(trip, int) and not isinstance(trip, bool) and trip >= 0
     return LoopBody(name, tuple(ops), tuple(edges), {"source": name}, trip if valid_trip else None)

@@ -264,25 +264,30 @@ def _hinted_window(problem: Problem, options: SolveOptions, v: ScheduleModel, lo
     """Solve the window model ``v`` from a relaxation's schedule; returns (model, solver, status),
     with status None when the window is still undecided and wants a plain solve.
 
-    The relaxation's starts and groups often complete into a full schedule at once, so a short
-    slice with them as the hint comes first (FA forward on h100: the II proof in about 3 s). When
-    that slice finds nothing, a hint that favours few groups and short register lifetimes,
-    completed by ``_repair``, steers the window model past the register and TMEM peaks the
-    relaxation ignored; this costs seconds, so it is only paid for where the cheap hint failed.
+    Hints escalate, each tried for a short slice, because each costs more to make:
+    1. the relaxation's own starts and groups, which often complete into a full schedule at once
+       (FA forward on h100: the II proof in about 3 s);
+    2. a relaxation schedule that favours few groups and short register lifetimes
+       (``_pressure_hint``), which steers past the register and TMEM peaks the relaxation left
+       out (the shared B200 graphs);
+    3. that schedule completed into a full one with its groups fixed (``_repair``).
     """
-    report = options.progress
+    slice_ = max(3.0, options.time_limit / 40)
     _hint_starts_groups(v, hint)
-    s = _solver(min(clock.left(), max(5.0, options.time_limit / 24)), options.workers)
-    status = s.solve(v.m, _Progress(report, "II", clock))
-    if status in (cp_model.OPTIMAL, cp_model.INFEASIBLE, cp_model.MODEL_INVALID) or clock.left() <= 0:
-        return v, s, status
-    if status == cp_model.FEASIBLE:
-        _hint_solution(v, _solution(v, s))  # the rest of the slice starts from the schedule found
-        return v, s, None
-    better = _pressure_hint(problem, options, lo, hint, clock)
-    better = _repair(problem, options, better, clock) or better
-    v.m.clear_hints()
-    _hint_starts_groups(v, better)
+    for step in ("raw", "pressure", "repair"):
+        if step == "pressure":
+            hint = _pressure_hint(problem, options, lo, hint, clock)
+        elif step == "repair":
+            hint = _repair(problem, options, hint, clock) or hint
+        v.m.clear_hints()
+        _hint_starts_groups(v, hint)
+        s = _solver(min(clock.left(), slice_), options.workers)
+        status = s.solve(v.m, _Progress(options.progress, "II", clock))
+        if status in (cp_model.OPTIMAL, cp_model.INFEASIBLE, cp_model.MODEL_INVALID) or clock.left() <= 0:
+            return v, s, status
+        if status == cp_model.FEASIBLE:
+            _hint_solution(v, _solution(v, s))  # the plain solve starts from the schedule found
+            return v, s, None
     return v, s, None
 
 
@@ -496,7 +501,8 @@ def solve(problem: Problem, options: SolveOptions | None = None) -> Schedule:
         solution = _solution(v, ws)
         if report:
             report(f"{name} = {values[name]} ({'proven' if proven[name] else 'best found'}, {clock.elapsed():.1f}s)")
-    final, fs = _canonical(problem, options, ii, values, v, solution, clock)
+    settled = optimal and all(proven.get(name, False) for name in options.objective[1:] if name in v.objective_terms)
+    final, fs = _canonical(problem, options, ii, values, v, solution, clock, warm=not settled)
     proof = _proof(optimal, ii, lb, proven_lb, why)
     if report:
         report(f"done: II {ii} ({'optimal' if optimal else 'feasible'}), {clock.elapsed():.1f}s")
@@ -546,16 +552,23 @@ def _as_result(incumbent: Schedule, optimal: bool, proven_lb: int, lb: int, why:
                     ii_lower_bound=incumbent.ii if optimal else proven_lb, proof=proof, solve_seconds=clock.elapsed())
 
 
-def _canonical(problem, options, ii, values, last: ScheduleModel, solution: list[int], clock):
+def _canonical(problem, options, ii, values, last: ScheduleModel, solution: list[int], clock, warm: bool = False):
     """The canonical schedule among those meeting every objective value: deterministic, so the
     same input gives the same schedule whatever the worker count. Ties are broken towards issuing
     each op as late as the length allows and each variable-latency load as early as possible,
-    keeping results close to their readers and loads ahead of theirs."""
+    keeping results close to their readers and loads ahead of theirs.
+
+    ``warm``: some objective value is only the best found, which already depends on timing, so
+    the pass starts from the last solution (a short, easy solve) instead of searching cold for a
+    schedule meeting values that were hard to reach."""
     v = _fixed(problem, options, ii, values)
     late = [v.length - v.start[op.name] for op in problem.ops if not op.variable_latency]
     early = [v.start[op.name] for op in problem.ops if op.variable_latency]
     v.m.minimize(sum(late) + sum(early))
-    s = _solver(max(1.0, min(10.0, clock.left())), options.workers, deterministic=True, wall=clock.left() + 2.0)
+    if warm:
+        _hint_starts_groups(v, _named_values(last, solution))
+    budget = 2.0 if warm else 10.0
+    s = _solver(max(1.0, min(budget, clock.left())), options.workers, deterministic=True, wall=clock.left() + 2.0)
     st = s.solve(v.m)
     if st in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         return v, s
@@ -566,6 +579,16 @@ def _canonical(problem, options, ii, values, last: ScheduleModel, solution: list
     if s.solve(last.m) not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         raise RuntimeError("internal error: the last solution found does not replay in its own model")
     return last, s
+
+
+def _named_values(v: ScheduleModel, solution: list[int]) -> dict:
+    """Starts, groups, warps and registers of a solution of ``v`` (proto values), by name."""
+    out = {"starts": {n: solution[x.index] for n, x in v.start.items()},
+           "groups": {n: solution[x.index] for n, x in v.group_of.items()}}
+    if v.joint:
+        out["warps"] = {g: solution[x.index] for g, x in enumerate(v.warps)}
+        out["regs"] = {g: solution[x.index] for g, x in enumerate(v.regs)}
+    return out
 
 
 def _proof(optimal: bool, ii: int, lb: int, proven_lb: int, why: str) -> str:

@@ -39,9 +39,10 @@ class ProblemError(TwillError):
 class InfeasibleError(TwillError):
     """Proven: no schedule exists within the stated range; ``reason`` says why when known."""
 
-    def __init__(self, message: str, *, reason: str = "") -> None:
+    def __init__(self, message: str, *, reason: str = "", proven_lb: int | None = None) -> None:
         super().__init__(message)
         self.reason = reason
+        self.proven_lb = proven_lb  # every smaller II is proven infeasible (a time-out knows this much)
 
 
 class UsageError(TwillError, ValueError):

@@ -476,7 +476,7 @@ def solve(problem: Problem, options: SolveOptions | None = None) -> Schedule:
                                   reason="search exhausted")
         raise InfeasibleError(f"{problem.body.name!r} on {problem.arch.name!r}: no schedule found within "
                               f"{options.time_limit:g}s; II >= {proven_lb} is proven (raise --time-limit)",
-                              reason="time limit")
+                              reason="time limit", proven_lb=proven_lb)
     ii = int(s.value(v.ii))
     optimal = status == cp_model.OPTIMAL
     values: dict[str, int] = {"ii": ii}
@@ -514,16 +514,19 @@ def _heuristic_incumbent(problem: Problem, options: SolveOptions, lb: int) -> Sc
     """A validated schedule from Rau's iterative modulo scheduling (``twill.heuristics``), or None.
 
     It bounds the search from above (windows stop below its II) and is the answer when the time
-    limit runs out before CP-SAT finds anything. Only for the plain problem: a baseline strategy or
-    an ablation (fixed groups, one stage, fewer warps, no hand-off) restricts what it may return.
+    limit runs out before CP-SAT finds anything. Not for a baseline strategy or an ablation whose
+    restriction (fixed groups, one stage, no hand-off) the heuristic does not obey; it does obey
+    a warp cap (``max_warps``), and the cap is checked again on its schedule.
     """
-    if options.fixed_groups or options.single_stage or options.max_warps is not None or options.no_handoff:
+    if options.fixed_groups or options.single_stage or options.no_handoff:
         return None
     from ..heuristics import ims_swp, ims_triton_split  # a peer of the solver: imported on use
 
     result = (ims_swp if options.swp_only else ims_triton_split)(problem, options)
     sched = result.schedule
     if sched is None or len(sched.groups) > options.max_groups or sched.ii < lb:
+        return None
+    if options.max_warps is not None and sum(g.warps for g in sched.groups) > options.max_warps:
         return None
     return sched
 
@@ -567,7 +570,7 @@ def _canonical(problem, options, ii, values, last: ScheduleModel, solution: list
     v.m.minimize(sum(late) + sum(early))
     if warm:
         _hint_starts_groups(v, _named_values(last, solution))
-    budget = 2.0 if warm else 10.0
+    budget = 2.0 if warm else 5.0
     s = _solver(max(1.0, min(budget, clock.left())), options.workers, deterministic=True, wall=clock.left() + 2.0)
     st = s.solve(v.m)
     if st in (cp_model.OPTIMAL, cp_model.FEASIBLE):

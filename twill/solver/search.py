@@ -264,7 +264,8 @@ def _hinted_window(problem: Problem, options: SolveOptions, v: ScheduleModel, lo
     """Solve the window model ``v`` from a relaxation's schedule; returns (model, solver, status),
     with status None when the window is still undecided and wants a plain solve.
 
-    Hints escalate, each tried for a short slice, because each costs more to make:
+    Hints escalate, each tried for a short slice (the last one by the window's plain solve),
+    because each costs more to make:
     1. the relaxation's own starts and groups, which often complete into a full schedule at once
        (FA forward on h100: the II proof in about 3 s);
     2. a relaxation schedule that favours few groups and short register lifetimes
@@ -272,16 +273,18 @@ def _hinted_window(problem: Problem, options: SolveOptions, v: ScheduleModel, lo
        out (the shared B200 graphs);
     3. that schedule completed into a full one with its groups fixed (``_repair``).
     """
-    slice_ = max(3.0, options.time_limit / 40)
-    _hint_starts_groups(v, hint)
-    for step in ("raw", "pressure", "repair"):
+    s = None
+    for step, seconds in (("raw", max(4.0, options.time_limit / 30)), ("pressure", max(1.5, options.time_limit / 80)),
+                          ("repair", 0.0)):
         if step == "pressure":
             hint = _pressure_hint(problem, options, lo, hint, clock)
         elif step == "repair":
             hint = _repair(problem, options, hint, clock) or hint
         v.m.clear_hints()
         _hint_starts_groups(v, hint)
-        s = _solver(min(clock.left(), slice_), options.workers)
+        if not seconds:
+            break  # the window's plain solve starts from this last hint
+        s = _solver(min(clock.left(), seconds), options.workers)
         status = s.solve(v.m, _Progress(options.progress, "II", clock))
         if status in (cp_model.OPTIMAL, cp_model.INFEASIBLE, cp_model.MODEL_INVALID) or clock.left() <= 0:
             return v, s, status

@@ -545,19 +545,21 @@ def add_strategy_restrictions(v: ScheduleModel) -> None:
 
 
 def build_model(problem: Problem, options: SolveOptions, ii_lo: int, ii_hi: int, relaxed: bool = False,
-                max_stage: int | None = None, symmetry: bool = True) -> ScheduleModel:
+                max_stage: int | None = None, symmetry: bool = True, cuts: bool = True) -> ScheduleModel:
     """A model of every schedule of ``problem`` with II in [ii_lo, ii_hi].
 
     ``relaxed`` leaves out the peak-storage families (register budgets, TMEM), which make
     feasible schedules hard to find; with the full stage bound it is a relaxation, so when it is
     infeasible the full model is too.
     ``max_stage`` caps the stages (a heuristic search space for hints, design.md §3.2).
+    ``cuts=False`` also leaves out the average-occupancy cut, for a relaxation that only has to
+    propose a hint (``search._probe_fixed``).
     """
     v = ScheduleModel(problem, options, ii_lo, ii_hi, max_stage)
     v.symmetry = symmetry  # off to adopt a given schedule, which may be the mirror image
     families = SWP_FAMILIES if options.swp_only else JOINT_FAMILIES
     for name, family in families:
-        if not (relaxed and name in RELAXED_AWAY):
+        if not (relaxed and name in RELAXED_AWAY) and (cuts or name != "average_occupancy"):
             family(v)
     add_strategy_restrictions(v)
     return v

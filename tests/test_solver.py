@@ -82,6 +82,7 @@ def test_schedule_json_round_trips(tmp_path):
     data = json.loads(path.read_text())
     assert data["format"] == "twill.schedule/1" and data["status"] == "optimal" and data["ii"] == 2
     assert {"id", "name", "unit", "start", "stage", "offset", "group"} <= set(data["ops"][0])
+    assert 0 <= data["ii_seconds"] <= data["solve_seconds"]  # II is settled before the secondary objectives
     again = Schedule.read(path)
     assert again.to_dict() == sched.to_dict()
 

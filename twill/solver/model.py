@@ -526,6 +526,7 @@ JOINT_FAMILIES: tuple[tuple[str, Callable[[ScheduleModel], None]], ...] = (
     ("symmetry_breaking", add_symmetry_breaking),
 )
 RELAXED_AWAY = ("register_budgets", "tmem_capacity", "register_average")  # peak-storage families: slow to satisfy, checked after
+IMPLIED_CUTS = ("average_occupancy",)  # implied by the peak families: ``cuts=False`` leaves them out
 SWP_FAMILIES = (("dependences", add_dependences), ("modulo_resources", add_modulo_resources),
                 ("symmetry_breaking", add_symmetry_breaking))
 
@@ -559,7 +560,7 @@ def build_model(problem: Problem, options: SolveOptions, ii_lo: int, ii_hi: int,
     v.symmetry = symmetry  # off to adopt a given schedule, which may be the mirror image
     families = SWP_FAMILIES if options.swp_only else JOINT_FAMILIES
     for name, family in families:
-        if not (relaxed and name in RELAXED_AWAY) and (cuts or name != "average_occupancy"):
+        if not (relaxed and name in RELAXED_AWAY) and (cuts or name not in IMPLIED_CUTS):
             family(v)
     add_strategy_restrictions(v)
     return v

@@ -17,6 +17,7 @@ import math
 import os
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from ortools.sat.python import cp_model
@@ -174,7 +175,7 @@ def _relaxed_hint(problem: Problem, options: SolveOptions, lo: int, hi: int, clo
         return ("infeasible", None) if r.max_stage >= r._stage_bound() else ("unknown", None)
     if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         return "unknown", None
-    return "partial", _assignment(r, s)
+    return "partial", _assignment(r, s.value)
 
 
 def _pressure_hint(problem: Problem, options: SolveOptions, lo: int, first: dict, clock: _Clock) -> dict:
@@ -186,12 +187,18 @@ def _pressure_hint(problem: Problem, options: SolveOptions, lo: int, first: dict
     r.m.minimize(_pressure_objective(r))
     s = _solver(min(clock.left(), max(3.0, 0.05 * options.time_limit)), options.workers)
     status = s.solve(r.m)
-    return _assignment(r, s) if status in (cp_model.OPTIMAL, cp_model.FEASIBLE) else first
+    return _assignment(r, s.value) if status in (cp_model.OPTIMAL, cp_model.FEASIBLE) else first
 
 
-def _assignment(v: ScheduleModel, s: cp_model.CpSolver) -> dict:
-    return {"ii": int(s.value(v.ii)), "starts": _starts(v, s),
-            "groups": {k: int(s.value(x)) for k, x in v.group_of.items()}}
+def _assignment(v: ScheduleModel, value: Callable[[cp_model.IntVar], int], budgets: bool = False) -> dict:
+    """II, starts and groups of a solution of ``v`` (with ``budgets``, also each group's warps
+    and registers), read through ``value``: a solver's ``value`` or a recorded solution's."""
+    out = {"ii": int(value(v.ii)), "starts": {n: int(value(x)) for n, x in v.start.items()},
+           "groups": {n: int(value(x)) for n, x in v.group_of.items()}}
+    if budgets:
+        out["warps"] = {g: int(value(x)) for g, x in enumerate(v.warps)}
+        out["regs"] = {g: int(value(x)) for g, x in enumerate(v.regs)}
+    return out
 
 
 def _pressure_objective(v: ScheduleModel) -> cp_model.LinearExprT:
@@ -228,7 +235,7 @@ def _window_search(problem: Problem, options: SolveOptions, lb: int, clock: _Clo
         if verdict == "partial":
             if report:
                 report(f"  relaxation found a schedule to start from ({clock.elapsed():.1f}s)")
-            v, s, status = _hinted_window(problem, options, v, lo, hint, clock)
+            s, status = _hinted_window(problem, options, v, lo, hint, clock)
         if status is None:
             s = _solver(min(clock.left(), max(5.0, options.time_limit / 4)), options.workers)
             status = s.solve(v.m, _Progress(report, "II", clock))
@@ -261,37 +268,42 @@ def _window_search(problem: Problem, options: SolveOptions, lb: int, clock: _Clo
 
 
 def _hinted_window(problem: Problem, options: SolveOptions, v: ScheduleModel, lo: int, hint: dict, clock: _Clock):
-    """Solve the window model ``v`` from a relaxation's schedule; returns (model, solver, status),
-    with status None when the window is still undecided and wants a plain solve.
+    """Solve the window model ``v`` from a relaxation's schedule; returns (solver, status), with
+    status None when the window is still undecided and wants a plain solve (hinted by then).
 
-    Hints escalate, each tried for a short slice (the last one by the window's plain solve),
-    because each costs more to make:
+    Hints escalate because each costs more to make than the last:
     1. the relaxation's own starts and groups, which often complete into a full schedule at once
-       (FA forward on h100: the II proof in about 3 s);
+       (FA forward on h100: the II proof in about 3 s), tried for a short slice;
     2. a relaxation schedule that favours few groups and short register lifetimes
        (``_pressure_hint``), which steers past the register and TMEM peaks the relaxation left
-       out (the shared B200 graphs);
-    3. that schedule completed into a full one with its groups fixed (``_repair``).
+       out (the shared B200 graphs), tried for a shorter slice;
+    3. that schedule completed into a full one with its groups fixed (``_repair``), left to the
+       window's plain solve.
     """
-    s = None
-    for step, seconds in (("raw", max(4.0, options.time_limit / 30)), ("pressure", max(1.5, options.time_limit / 80)),
-                          ("repair", 0.0)):
-        if step == "pressure":
-            hint = _pressure_hint(problem, options, lo, hint, clock)
-        elif step == "repair":
-            hint = _repair(problem, options, hint, clock) or hint
-        v.m.clear_hints()
-        _hint_starts_groups(v, hint)
-        if not seconds:
-            break  # the window's plain solve starts from this last hint
-        s = _solver(min(clock.left(), seconds), options.workers)
-        status = s.solve(v.m, _Progress(options.progress, "II", clock))
-        if status in (cp_model.OPTIMAL, cp_model.INFEASIBLE, cp_model.MODEL_INVALID) or clock.left() <= 0:
-            return v, s, status
-        if status == cp_model.FEASIBLE:
-            _hint_solution(v, _solution(v, s))  # the plain solve starts from the schedule found
-            return v, s, None
-    return v, s, None
+    s, status = _try_hint(v, hint, max(4.0, options.time_limit / 30), options, clock)
+    if status is not None:
+        return s, status
+    hint = _pressure_hint(problem, options, lo, hint, clock)
+    s, status = _try_hint(v, hint, max(1.5, options.time_limit / 80), options, clock)
+    if status is not None:
+        return s, status
+    v.m.clear_hints()
+    _hint_starts_groups(v, _repair(problem, options, hint, clock) or hint)
+    return s, None
+
+
+def _try_hint(v: ScheduleModel, hint: dict, seconds: float, options: SolveOptions, clock: _Clock):
+    """One slice of the window model from ``hint``: (solver, status), status None when undecided.
+    A schedule found without a proof becomes the complete hint of the solve that follows."""
+    v.m.clear_hints()
+    _hint_starts_groups(v, hint)
+    s = _solver(min(clock.left(), seconds), options.workers)
+    status = s.solve(v.m, _Progress(options.progress, "II", clock))
+    if status in (cp_model.OPTIMAL, cp_model.INFEASIBLE, cp_model.MODEL_INVALID) or clock.left() <= 0:
+        return s, status
+    if status == cp_model.FEASIBLE:
+        _hint_solution(v, _solution(v, s))
+    return s, None
 
 
 def _split_window(problem: Problem, options: SolveOptions, lo: int, cap: int, clock: _Clock):
@@ -324,19 +336,19 @@ def _probe_fixed(problem: Problem, options: SolveOptions, start: int, cap: int, 
     ii, step = start, max(1, start // 16)
     while ii <= cap and clock.left() > 1.0:
         short = _short_stage_bound(problem, ii)
-        r = build_model(problem, options, ii, ii, relaxed=True, max_stage=short)
-        rs = _solver(min(clock.left(), 5.0), options.workers)
-        found = rs.solve(r.m) in (cp_model.OPTIMAL, cp_model.FEASIBLE)
-        if not found and not options.swp_only:
-            # the average-occupancy cut can make even the relaxation hard to satisfy (b200, 2
-            # sub-tiles: nothing in 5 s at II 2433, 0.6-2.8 s without it, and a full schedule from
-            # that hint in 4 s); the cut is implied by the full model, so the hint loses nothing
-            r = build_model(problem, options, ii, ii, relaxed=True, max_stage=short, cuts=False)
+        # the average-occupancy cut can make even the relaxation hard to satisfy (b200, 2 sub-tiles:
+        # nothing in 5 s at II 2433, 0.6-2.8 s without it, and a full schedule from that hint in
+        # 4 s); the cut is implied by the full model, so a hint made without it loses nothing
+        for cuts in (True, False):
+            r = build_model(problem, options, ii, ii, relaxed=True, max_stage=short, cuts=cuts)
             rs = _solver(min(clock.left(), 5.0), options.workers)
-            found = rs.solve(r.m) in (cp_model.OPTIMAL, cp_model.FEASIBLE)
-        if found:
+            if rs.solve(r.m) in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+                break
+        else:
+            r = None
+        if r is not None:
             v = build_model(problem, options, ii, ii)
-            _hint_starts_groups(v, _assignment(r, rs))
+            _hint_starts_groups(v, _assignment(r, rs.value))
             s = _solver(min(clock.left(), 10.0), options.workers)
             if s.solve(v.m) in (cp_model.OPTIMAL, cp_model.FEASIBLE):
                 if report:
@@ -404,10 +416,7 @@ def _repair(problem: Problem, options: SolveOptions, hint: dict, clock: _Clock, 
     s = _solver(min(clock.left(), seconds), options.workers)
     if s.solve(w.m) not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         return None
-    out = _assignment(w, s)
-    out["warps"] = {g: int(s.value(x)) for g, x in enumerate(w.warps)}
-    out["regs"] = {g: int(s.value(x)) for g, x in enumerate(w.regs)}
-    return out
+    return _assignment(w, s.value, budgets=True)
 
 
 def _fixed(problem: Problem, options: SolveOptions, ii: int, fixed: dict[str, int]) -> ScheduleModel:
@@ -512,8 +521,8 @@ def solve(problem: Problem, options: SolveOptions | None = None) -> Schedule:
         solution = _solution(v, ws)
         if report:
             report(f"{name} = {values[name]} ({'proven' if proven[name] else 'best found'}, {clock.elapsed():.1f}s)")
-    settled = optimal and all(proven.get(name, False) for name in options.objective[1:] if name in v.objective_terms)
-    final, fs = _canonical(problem, options, ii, values, v, solution, clock, warm=not settled)
+    reproducible = optimal and all(proven.get(name, False) for name in options.objective[1:] if name in v.objective_terms)
+    final, fs = _canonical(problem, options, ii, values, v, solution, clock, warm=not reproducible)
     proof = _proof(optimal, ii, lb, proven_lb, why)
     if report:
         report(f"done: II {ii} ({'optimal' if optimal else 'feasible'}), {clock.elapsed():.1f}s")
@@ -580,7 +589,7 @@ def _canonical(problem, options, ii, values, last: ScheduleModel, solution: list
     early = [v.start[op.name] for op in problem.ops if op.variable_latency]
     v.m.minimize(sum(late) + sum(early))
     if warm:
-        _hint_starts_groups(v, _named_values(last, solution))
+        _hint_starts_groups(v, _assignment(last, lambda x: solution[x.index], budgets=True))
     budget = 2.0 if warm else 5.0
     s = _solver(max(1.0, min(budget, clock.left())), options.workers, deterministic=True, wall=clock.left() + 2.0)
     st = s.solve(v.m)
@@ -593,16 +602,6 @@ def _canonical(problem, options, ii, values, last: ScheduleModel, solution: list
     if s.solve(last.m) not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         raise RuntimeError("internal error: the last solution found does not replay in its own model")
     return last, s
-
-
-def _named_values(v: ScheduleModel, solution: list[int]) -> dict:
-    """Starts, groups, warps and registers of a solution of ``v`` (proto values), by name."""
-    out = {"starts": {n: solution[x.index] for n, x in v.start.items()},
-           "groups": {n: solution[x.index] for n, x in v.group_of.items()}}
-    if v.joint:
-        out["warps"] = {g: solution[x.index] for g, x in enumerate(v.warps)}
-        out["regs"] = {g: solution[x.index] for g, x in enumerate(v.regs)}
-    return out
 
 
 def _proof(optimal: bool, ii: int, lb: int, proven_lb: int, why: str) -> str:

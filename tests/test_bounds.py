@@ -1,6 +1,9 @@
 """The storage bound: memories must hold, on average over one II, what the schedule keeps there."""
 
-from twill.bounds import _storage_excess, compute_bounds, storage_mii
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
+
+from twill.bounds import _gap_cuts, _storage_excess, compute_bounds, residue_cuts, storage_mii
 from twill.errors import InfeasibleError
 from twill.problem import build_problem
 from twill.programs import load_program
@@ -45,3 +48,40 @@ def test_a_timed_out_joint_solve_reports_the_storage_bound():
         assert "II >= 2200 is proven" in str(err)
     else:
         assert sched.ii_lower_bound >= 2200
+
+
+# -- residue cuts: a capacity-1 unit and a dependence path together ------------------------------
+def test_residue_cut_pushes_each_pv_a_turn_past_its_qk_on_b200():
+    """At II < 2358 the softmax chain (1846 cycles) ends inside the tensor cores' gap after Q·K_j's
+    own 512-cycle slot one turn later, so P·V_j starts at least II + 512 after Q·K_j (design.md §5)."""
+    arch = get_arch("b200")
+    p = build_problem(load_program("fa_fwd", arch, {"subtiles": 2}), arch)
+    ahead = {(c.before, c.after, c.turns, c.gap, c.ii_from, c.ii_to) for c in residue_cuts(p, 2048, 4096)
+             if c.turns > 0}
+    assert ahead == {("qk0", "pv0", 1, 512, 2048, 2357), ("qk1", "pv1", 1, 512, 2048, 2357)}
+    assert not any(c.turns > 0 for c in residue_cuts(p, 2358, 4096))  # from 2358 the chain fits in a turn
+
+
+@settings(max_examples=300, deadline=None)
+@given(ii=st.integers(4, 40), la=st.integers(1, 20), lb=st.integers(1, 20), p=st.integers(-120, 120),
+       shift=st.integers(-5, 5))
+def test_residue_cuts_give_exactly_the_least_distance_the_unit_allows(ii, la, lb, p, shift):
+    """Against brute force: the least D' >= p whose residue mod II leaves both reservations apart
+    is what the path and the applicable cuts together say, never more (valid), never less (tight)."""
+    assume(la + lb <= ii)
+    least = next(d for d in range(p, p + 2 * ii + 1) if la <= d % ii <= ii - lb)
+    said = max([p] + [c.turns * ii + c.gap - shift for c in _gap_cuts("a", "b", p, la, lb, shift, ii, ii)])
+    assert said == least
+
+
+@settings(max_examples=200, deadline=None)
+@given(lo=st.integers(4, 30), width=st.integers(0, 30), la=st.integers(1, 10), lb=st.integers(1, 10),
+       p=st.integers(-100, 100))
+def test_residue_cuts_of_a_window_say_at_each_ii_what_that_ii_alone_says(lo, width, la, lb, p):
+    """A window's cuts, restricted to the IIs each covers, bound D' exactly as a one-II model would."""
+    assume(la + lb <= lo)
+    window = _gap_cuts("a", "b", p, la, lb, 0, lo, lo + width)
+    for ii in range(lo, lo + width + 1):
+        here = max([p] + [c.turns * ii + c.gap for c in window if c.ii_from <= ii <= c.ii_to])
+        alone = max([p] + [c.turns * ii + c.gap for c in _gap_cuts("a", "b", p, la, lb, 0, ii, ii)])
+        assert here == alone

@@ -179,3 +179,18 @@ def test_fa3_needs_no_register_handoff():
     group = {o.id: o.group for o in sched.ops}
     assert all(group[e.src] == group[e.dst] for e in p.edges if e.carrier.name == "REGISTERS")
     assert validate(p, sched) == []
+
+
+def test_memory_relaxation_proves_b200_two_subtiles_miss_the_tensor_core_bound():
+    """At II 2048 the residue cut makes each S tile outlive the II by 1160 cycles, and the
+    relaxation with TMEM but no warp groups proves the window empty (design.md §5), where the
+    joint model stays undecided for a minute."""
+    import time
+
+    from twill.solver.search import _Clock, _memory_bound
+
+    p = problem("fa_fwd", "b200", subtiles=2)
+    options = SolveOptions(time_limit=240)  # a 20 s slice; the proof takes 3-5 s on 2 cores
+    assert _memory_bound(p, options, 2048, 2048, _Clock(time.monotonic(), 240)) == (2049, False)
+    # where the relaxation has a schedule at the window's lo, the window starts there
+    assert _memory_bound(problem("gemm", "b200"), options, 548, 600, _Clock(time.monotonic(), 240)) == (548, True)

@@ -16,7 +16,8 @@ import networkx as nx
 
 from .problem import Problem, read_time
 
-__all__ = ["UnitBound", "Recurrence", "Bounds", "StorageBound", "res_mii", "rec_mii", "storage_mii", "compute_bounds"]
+__all__ = ["UnitBound", "Recurrence", "Bounds", "StorageBound", "ResidueCut", "res_mii", "rec_mii", "storage_mii",
+           "compute_bounds", "residue_cuts"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -223,3 +224,75 @@ def storage_mii(problem: Problem, lo: int, cap: int) -> StorageBound | None:
             bad = mid
     memory, demand, capacity = _storage_excess(problem, good - 1)
     return StorageBound(good, memory, demand, capacity)
+
+
+# -- residues: two ops of one single-capacity unit, joined by a dependence path -------------------
+@dataclass(frozen=True, slots=True)
+class ResidueCut:
+    """start[after] - start[before] >= turns * II + gap, for every II in [ii_from, ii_to]."""
+
+    before: str
+    after: str
+    turns: int
+    gap: int
+    ii_from: int
+    ii_to: int
+
+
+def _longest_paths(problem: Problem, ii: int, sources: list[str]) -> dict[str, dict[str, int]]:
+    """Longest dependence path (weights latency - distance x II) from each source to each op it
+    reaches; well defined at II >= RecMII, where no cycle is positive."""
+    g = _weighted_graph(problem, ii)  # weight = ii * distance - latency: shortest path = -longest
+    return {s: {t: -d for t, d in nx.single_source_bellman_ford_path_length(g, s, weight="weight").items()}
+            for s in sources}
+
+
+def residue_cuts(problem: Problem, lo: int, hi: int) -> list[ResidueCut]:
+    """Distances between two ops on one unit of capacity 1 that the dependences and the modular
+    reservation imply together, for II in [lo, hi] (design.md §2.5a).
+
+    Fact: a capacity-1 unit serves one op at a time in every cycle of the steady state, so when
+    op a holds it for [oa, oa + la) after its issue and op b for [ob, ob + lb), b's reservation
+    starts at a modular distance r in [la, II - lb] after a's. A dependence path of length P
+    from a to b says D = start[b] - start[a] >= P; the residue rule then excludes every D whose
+    shifted distance D' = D + ob - oa falls in a gap (II - lb, II + la) modulo II. When P' lies
+    in the gap after turn q, D' jumps to the turn's next free residue: D' >= (q + 1) II + la.
+    For FA forward with 2 sub-tiles on b200 at II 2048 this is P·V_j - Q·K_j >= 2560 where the
+    path gives 1846, the step CP-SAT's modular no-overlap leaves to branching (design.md §5).
+    P is taken at II = ``hi``: a path's length latency - distance x II only falls as II grows.
+    """
+    uses: dict[str, list[tuple[str, int, int]]] = {}
+    for op in problem.ops:
+        for use in op.uses:
+            if problem.capacity[use.unit] == 1 and use.amount == 1 and use.length < lo:
+                uses.setdefault(use.unit, []).append((op.name, use.offset, use.length))
+    sources = sorted({name for items in uses.values() if len(items) > 1 for name, _, _ in items})
+    paths = _longest_paths(problem, hi, sources)
+    cuts = []
+    for items in uses.values():
+        for a, oa, la in items:
+            for b, ob, lb in items:
+                if a != b and b in paths[a] and la + lb <= lo:
+                    cuts += _gap_cuts(a, b, paths[a][b] + ob - oa, la, lb, oa - ob, lo, hi)
+    return cuts
+
+
+def _gap_cuts(a: str, b: str, p: int, la: int, lb: int, shift: int, lo: int, hi: int) -> list[ResidueCut]:
+    """Cuts D' >= t * II + la for each turn t whose gap (t II - lb, t II + la) holds the path
+    length ``p`` (shifted) for some II in [lo, hi]; ``shift`` takes D' back to D. A turn may be
+    negative when loop-carried edges make the path negative, and turn 0 holds for every II."""
+    out = []
+    # the turns whose gap holds p for some II in [lo, hi]: (p - la) / II < t < (p + lb) / II
+    lowest = (p - la) // (lo if p < la else hi) + 1
+    highest = -(-(p + lb) // (lo if p + lb > 0 else hi)) - 1
+    for t in range(lowest, highest + 1):
+        if t > 0:  # t II - lb < p < t II + la  <=>  (p - la) / t < II < (p + lb) / t
+            first, last = (p - la) // t + 1, -(-(p + lb) // t) - 1
+        elif t < 0:  # the same with -t > 0:  -(p + lb) / -t < II < (la - p) / -t
+            first, last = -(p + lb) // -t + 1, -((p - la) // -t) - 1
+        else:
+            first, last = lo, hi
+        first, last = max(lo, first), min(hi, last)
+        if first <= last:
+            out.append(ResidueCut(a, b, t, la + shift, first, last))
+    return out

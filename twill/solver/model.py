@@ -13,10 +13,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 
 from ortools.sat.python import cp_model
 
+from ..bounds import residue_cuts
 from ..ir import Carrier, Op
 from ..problem import Problem
 from ..problem import read_time as _read_time
@@ -251,6 +252,30 @@ def add_modulo_resources(v: ScheduleModel) -> None:
                 intervals.append(v.m.new_interval_var(0, v.ii, v.ii, f"turns_window[{unit}]"))
                 demands.append(amount * turns)
         v.m.add_cumulative(intervals, demands, cap)
+
+
+def add_residue_cuts(v: ScheduleModel) -> None:
+    """Implied cuts: distances that the dependences and a single-capacity unit force together.
+
+    Fact: two ops of one capacity-1 unit reserve it at modular distances that avoid each other's
+    busy cycles, so a dependence path that ends inside such a gap pushes the later op to the next
+    free turn (``bounds.residue_cuts``, design.md §2.5a). The no-overlap of §2.5 implies this,
+    but only after a case split over the unit's order that CP-SAT finds slowly.
+    Math: start[b] - start[a] >= t * II + gap whenever II lies in the cut's range.
+    """
+    at_least: dict[int, cp_model.IntVar] = {}
+
+    def ii_at_least(k: int) -> cp_model.IntVar:
+        if k not in at_least:
+            at_least[k] = v.m.new_bool_var(f"ii>={k}")
+            v.m.add(v.ii >= k).only_enforce_if(at_least[k])
+            v.m.add(v.ii <= k - 1).only_enforce_if(~at_least[k])
+        return at_least[k]
+
+    for cut in residue_cuts(v.p, v.ii_lo, v.ii_hi):
+        within = ([ii_at_least(cut.ii_from)] if cut.ii_from > v.ii_lo else []) + (
+            [~ii_at_least(cut.ii_to + 1)] if cut.ii_to < v.ii_hi else [])
+        v.m.add(v.start[cut.after] - v.start[cut.before] >= cut.turns * v.ii + cut.gap).only_enforce_if(within)
 
 
 def add_warp_groups(v: ScheduleModel) -> None:
@@ -516,6 +541,7 @@ JOINT_FAMILIES: tuple[tuple[str, Callable[[ScheduleModel], None]], ...] = (
     ("warp_groups", add_warp_groups),
     ("dependences", add_dependences),
     ("modulo_resources", add_modulo_resources),
+    ("residue_cuts", add_residue_cuts),
     ("in_order_issue", add_in_order_issue),
     ("variable_latency_isolation", add_variable_latency_isolation),
     ("register_budgets", add_register_budgets),
@@ -528,7 +554,12 @@ JOINT_FAMILIES: tuple[tuple[str, Callable[[ScheduleModel], None]], ...] = (
 RELAXED_AWAY = ("register_budgets", "tmem_capacity", "register_average")  # peak-storage families: slow to satisfy, checked after
 IMPLIED_CUTS = ("average_occupancy",)  # implied by the peak families: ``cuts=False`` leaves them out
 SWP_FAMILIES = (("dependences", add_dependences), ("modulo_resources", add_modulo_resources),
+                ("residue_cuts", add_residue_cuts),
                 ("symmetry_breaking", add_symmetry_breaking))
+# the joint problem without warp groups or registers: units, dependences and TMEM, a
+# relaxation whose proofs are much faster where TMEM binds (search._memory_bound, design.md §3.1)
+# (SMEM's ring depths are left out: they bind little here and made the proof at b200's II 2048 take 19 s, not 3)
+MEMORY_FAMILIES = SWP_FAMILIES + (("tmem_capacity", add_tmem_capacity), ("average_occupancy", add_average_occupancy))
 
 
 def add_strategy_restrictions(v: ScheduleModel) -> None:
@@ -546,7 +577,8 @@ def add_strategy_restrictions(v: ScheduleModel) -> None:
 
 
 def build_model(problem: Problem, options: SolveOptions, ii_lo: int, ii_hi: int, relaxed: bool = False,
-                max_stage: int | None = None, symmetry: bool = True, cuts: bool = True) -> ScheduleModel:
+                max_stage: int | None = None, symmetry: bool = True, cuts: bool = True,
+                memory_only: bool = False) -> ScheduleModel:
     """A model of every schedule of ``problem`` with II in [ii_lo, ii_hi].
 
     ``relaxed`` leaves out the peak-storage families (register budgets, TMEM), which make
@@ -555,10 +587,14 @@ def build_model(problem: Problem, options: SolveOptions, ii_lo: int, ii_hi: int,
     ``max_stage`` caps the stages (a heuristic search space for hints, design.md §3.2).
     ``cuts=False`` also leaves out the average-occupancy cut, for a relaxation that only has to
     propose a hint (``search._probe_fixed``).
+    ``memory_only`` drops warp groups and registers but keeps the memories (``MEMORY_FAMILIES``):
+    another relaxation, which proves TMEM-bound windows empty where the joint model stalls.
     """
+    if memory_only:
+        options = replace(options, swp_only=True)
     v = ScheduleModel(problem, options, ii_lo, ii_hi, max_stage)
     v.symmetry = symmetry  # off to adopt a given schedule, which may be the mirror image
-    families = SWP_FAMILIES if options.swp_only else JOINT_FAMILIES
+    families = MEMORY_FAMILIES if memory_only else SWP_FAMILIES if options.swp_only else JOINT_FAMILIES
     for name, family in families:
         if not (relaxed and name in RELAXED_AWAY) and (cuts or name not in IMPLIED_CUTS):
             family(v)

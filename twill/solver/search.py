@@ -185,7 +185,7 @@ def _pressure_hint(problem: Problem, options: SolveOptions, lo: int, first: dict
     r = build_model(problem, options, ii, ii, relaxed=True, max_stage=short)
     _hint_starts_groups(r, first)
     r.m.minimize(_pressure_objective(r))
-    s = _solver(min(clock.left(), max(3.0, 0.05 * options.time_limit)), options.workers)
+    s = _solver(min(clock.left(), max(3.0, options.time_limit / 40)), options.workers)
     status = s.solve(r.m)
     return _assignment(r, s.value) if status in (cp_model.OPTIMAL, cp_model.FEASIBLE) else first
 
@@ -223,32 +223,22 @@ def _window_search(problem: Problem, options: SolveOptions, lb: int, clock: _Clo
         hi = min(cap, lo + width)
         if report:
             report(f"II window [{lo}, {hi}]: searching ({clock.elapsed():.1f}s)")
-        verdict, hint = ("unknown", None) if options.swp_only else _relaxed_hint(problem, options, lo, hi, clock)
-        if verdict == "infeasible":
-            if report:
-                report(f"II window [{lo}, {hi}]: proven infeasible by the relaxation ({clock.elapsed():.1f}s)")
-            lo, width = hi + 1, max(8, 2 * width + 1, lo // 64)
-            continue
-        v = build_model(problem, options, lo, hi)
-        v.m.minimize(v.ii)
-        status = None
-        if verdict == "partial":
-            if report:
-                report(f"  relaxation found a schedule to start from ({clock.elapsed():.1f}s)")
-            s, status = _hinted_window(problem, options, v, lo, hint, clock)
-        if status is None:
-            s = _solver(min(clock.left(), max(5.0, options.time_limit / 4)), options.workers)
-            status = s.solve(v.m, _Progress(report, "II", clock))
+        if _memory_bound_helps(problem, options):
+            lo, relaxed_schedule = _memory_bound(problem, options, lo, hi, clock)
+            if lo > hi:
+                lo, width = hi + 1, max(8, 2 * width + 1, lo // 64)
+                continue
+        else:
+            relaxed_schedule = True
+        # where the memory relaxation found no schedule in its slice, the full window, a harder model,
+        # would stall too (b200, 2 sub-tiles: a minute for nothing): probe above it at once
+        v, s, status = _solve_window(problem, options, lo, hi, clock) if relaxed_schedule else (None, None, None)
         bound = proven if proven is not None else lo
         if status == cp_model.OPTIMAL:
             return v, s, (status if proven is None else cp_model.FEASIBLE), (int(s.value(v.ii)) if proven is None else bound)
         if status == cp_model.FEASIBLE:
             return v, s, status, bound if proven is not None else max(lo, math.ceil(s.best_objective_bound))
-        if status == cp_model.MODEL_INVALID:
-            raise RuntimeError(f"internal error: invalid CP-SAT model ({v.m.validate()[:300]})")
         if status == cp_model.INFEASIBLE:
-            if report:
-                report(f"II window [{lo}, {hi}]: proven infeasible ({clock.elapsed():.1f}s)")
             lo, width = hi + 1, max(8, 2 * width + 1, lo // 64)
             continue
         # undecided: remember the first unproven II, then look for any schedule above the window
@@ -265,6 +255,65 @@ def _window_search(problem: Problem, options: SolveOptions, lb: int, clock: _Clo
     if proven is not None or clock.left() <= 0:
         return None, None, cp_model.UNKNOWN, proven if proven is not None else lo
     raise _Exhausted()
+
+
+def _solve_window(problem: Problem, options: SolveOptions, lo: int, hi: int, clock: _Clock):
+    """(model, solver, status) of the full window [lo, hi] minimising II: the relaxation first
+    (its infeasibility proves the window empty; its schedule hints the full model), then the
+    full model. INFEASIBLE is reported (progress) before it is returned."""
+    report = options.progress
+    verdict, hint = ("unknown", None) if options.swp_only else _relaxed_hint(problem, options, lo, hi, clock)
+    if verdict == "infeasible":
+        if report:
+            report(f"II window [{lo}, {hi}]: proven infeasible by the relaxation ({clock.elapsed():.1f}s)")
+        return None, None, cp_model.INFEASIBLE
+    v = build_model(problem, options, lo, hi)
+    v.m.minimize(v.ii)
+    status = None
+    if verdict == "partial":
+        if report:
+            report(f"  relaxation found a schedule to start from ({clock.elapsed():.1f}s)")
+        s, status = _hinted_window(problem, options, v, lo, hint, clock)
+    if status is None:
+        s = _solver(min(clock.left(), max(5.0, options.time_limit / 4)), options.workers)
+        status = s.solve(v.m, _Progress(report, "II", clock))
+    if status == cp_model.MODEL_INVALID:
+        raise RuntimeError(f"internal error: invalid CP-SAT model ({v.m.validate()[:300]})")
+    if status == cp_model.INFEASIBLE and report:
+        report(f"II window [{lo}, {hi}]: proven infeasible ({clock.elapsed():.1f}s)")
+    return v, s, status
+
+
+def _memory_bound_helps(problem: Problem, options: SolveOptions) -> bool:
+    """The memory relaxation proves what the hint relaxation cannot only where it keeps a family
+    that one leaves out: TMEM (the register budgets need warp groups, which it drops)."""
+    return not options.swp_only and any(op.tmem_cols for op in problem.ops)
+
+
+def _memory_bound(problem: Problem, options: SolveOptions, lo: int, hi: int, clock: _Clock) -> tuple[int, bool]:
+    """(the least II in [lo, hi] that the memory relaxation does not rule out, whether it found a
+    schedule); the II is hi + 1 when it proves the window empty. The relaxation keeps units,
+    dependences, residue cuts and TMEM, without warp groups or registers; its bound is a bound of
+    the full problem, so the window can start there.
+
+    On b200 with 2 sub-tiles the joint window at II 2048 stays undecided for a minute, while this
+    model proves it empty in 3 s: the residue cut makes each S tile outlive the II, and TMEM's
+    cumulative then needs no warp groups to see the overflow (design.md §5).
+    """
+    m = build_model(problem, options, lo, hi, memory_only=True)
+    m.m.minimize(m.ii)
+    s = _solver(min(clock.left(), max(5.0, options.time_limit / 12)), options.workers)
+    status = s.solve(m.m)
+    if status == cp_model.INFEASIBLE:
+        found = hi + 1
+    elif status == cp_model.OPTIMAL:
+        found = int(s.value(m.ii))
+    else:
+        found = max(lo, math.ceil(s.best_objective_bound)) if status in (cp_model.FEASIBLE, cp_model.UNKNOWN) else lo
+    if options.progress and found > lo:
+        what = "empty" if found > hi else f"II >= {found}"
+        options.progress(f"II window [{lo}, {hi}]: the memory relaxation proves {what} ({clock.elapsed():.1f}s)")
+    return found, status in (cp_model.OPTIMAL, cp_model.FEASIBLE)
 
 
 def _hinted_window(problem: Problem, options: SolveOptions, v: ScheduleModel, lo: int, hint: dict, clock: _Clock):

@@ -185,7 +185,7 @@ def _pressure_hint(problem: Problem, options: SolveOptions, lo: int, first: dict
     r = build_model(problem, options, ii, ii, relaxed=True, max_stage=short)
     _hint_starts_groups(r, first)
     r.m.minimize(_pressure_objective(r))
-    s = _solver(min(clock.left(), max(3.0, options.time_limit / 40)), options.workers)
+    s = _solver(min(clock.left(), max(3.0, 0.05 * options.time_limit)), options.workers)
     status = s.solve(r.m)
     return _assignment(r, s.value) if status in (cp_model.OPTIMAL, cp_model.FEASIBLE) else first
 

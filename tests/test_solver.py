@@ -194,3 +194,28 @@ def test_memory_relaxation_proves_b200_two_subtiles_miss_the_tensor_core_bound()
     assert _memory_bound(p, options, 2048, 2048, _Clock(time.monotonic(), 240)) == (2049, False)
     # where the relaxation has a schedule at the window's lo, the window starts there
     assert _memory_bound(problem("gemm", "b200"), options, 548, 600, _Clock(time.monotonic(), 240)) == (548, True)
+
+
+@pytest.mark.slow
+def test_b200_two_subtiles_optimum_is_2320():
+    """design.md §5 argues II >= 2320 by hand; here CP-SAT checks its edge: the memory relaxation
+    (a relaxation of the joint problem) is infeasible at 2319, and at 2320 its schedule completes
+    into a full one that the validator accepts. About 80 s on 2 cores."""
+    from ortools.sat.python import cp_model
+
+    from twill.solver.model import build_model
+    from twill.solver.search import _assignment, _extract, _hint_starts_groups, _solver
+
+    p = problem("fa_fwd", "b200", subtiles=2)
+    options = SolveOptions()
+    below = build_model(p, options, 2319, 2319, memory_only=True)
+    assert _solver(240, 2).solve(below.m) == cp_model.INFEASIBLE
+    at = build_model(p, options, 2320, 2320, memory_only=True)
+    relaxed = _solver(240, 2)
+    assert relaxed.solve(at.m) in (cp_model.OPTIMAL, cp_model.FEASIBLE)
+    full = build_model(p, options, 2320, 2320)
+    _hint_starts_groups(full, _assignment(at, relaxed.value))
+    s = _solver(120, 2)
+    assert s.solve(full.m) in (cp_model.OPTIMAL, cp_model.FEASIBLE)
+    sched = _extract(p, options, full, s, False, 2320, "checked by hand", {}, 0.0)
+    assert sched.ii == 2320 and validate(p, sched) == []

@@ -230,9 +230,9 @@ def _window_search(problem: Problem, options: SolveOptions, lb: int, clock: _Clo
                 continue
         else:
             relaxed_schedule = True
-        # where the memory relaxation found no schedule in its slice, the full window, a harder model,
-        # would stall too (b200, 2 sub-tiles: a minute for nothing): probe above it at once
-        v, s, status = _solve_window(problem, options, lo, hi, clock) if relaxed_schedule else (None, None, None)
+        # where neither the memory relaxation nor the hint relaxation finds a schedule in its slice, the
+        # full window, a harder model, would stall too (b200, 2 sub-tiles: a minute for nothing)
+        v, s, status = _solve_window(problem, options, lo, hi, clock, full=relaxed_schedule)
         bound = proven if proven is not None else lo
         if status == cp_model.OPTIMAL:
             return v, s, (status if proven is None else cp_model.FEASIBLE), (int(s.value(v.ii)) if proven is None else bound)
@@ -260,16 +260,20 @@ def _window_search(problem: Problem, options: SolveOptions, lb: int, clock: _Clo
     raise _Exhausted()
 
 
-def _solve_window(problem: Problem, options: SolveOptions, lo: int, hi: int, clock: _Clock):
+def _solve_window(problem: Problem, options: SolveOptions, lo: int, hi: int, clock: _Clock, full: bool = True):
     """(model, solver, status) of the full window [lo, hi] minimising II: the relaxation first
     (its infeasibility proves the window empty; its schedule hints the full model), then the
-    full model. INFEASIBLE is reported (progress) before it is returned."""
+    full model, unless ``full`` is off and the relaxation found nothing either (status None:
+    undecided). INFEASIBLE is reported (progress) before it is returned. The relaxation keeps
+    warp groups and in-order issue, so it refutes windows the memory relaxation cannot."""
     report = options.progress
     verdict, hint = ("unknown", None) if options.swp_only else _relaxed_hint(problem, options, lo, hi, clock)
     if verdict == "infeasible":
         if report:
             report(f"II window [{lo}, {hi}]: proven infeasible by the relaxation ({clock.elapsed():.1f}s)")
         return None, None, cp_model.INFEASIBLE
+    if not full and verdict == "unknown":
+        return None, None, None  # neither relaxation has a schedule: the full model would stall too
     v = build_model(problem, options, lo, hi)
     v.m.minimize(v.ii)
     status = None
@@ -305,7 +309,8 @@ def _memory_bound(problem: Problem, options: SolveOptions, lo: int, hi: int, clo
     """
     m = build_model(problem, options, lo, hi, memory_only=True)
     m.m.minimize(m.ii)
-    s = _solver(min(clock.left(), max(5.0, options.time_limit / 12)), options.workers)
+    # limit/8: the proof over [2082, 2147] on b200 takes 7.4-8.8 s and missed a limit/12 slice once
+    s = _solver(min(clock.left(), max(5.0, options.time_limit / 8)), options.workers)
     status = s.solve(m.m)
     if status == cp_model.INFEASIBLE:
         found = hi + 1
@@ -326,7 +331,7 @@ def _memory_probe(problem: Problem, options: SolveOptions, lo: int, cap: int, cl
     Where TMEM binds, the memory relaxation's schedules already place every tile's lifetime, and
     the warp groups and registers then fit around them: b200 with 2 sub-tiles, where the probes
     from the hint relaxation (no TMEM) found 2422, gets 2320 this way (the relaxation reaches
-    2320 in about 10 s, the full model completes it in 2.5 s), and 2320 is optimal (design.md §5).
+    2320 in 10-15 s, the full model completes it in 2.5-8 s), and 2320 is optimal (design.md §5).
     """
     r = build_model(problem, options, lo, cap, memory_only=True, max_stage=_short_stage_bound(problem, lo))
     r.m.minimize(r.ii)
@@ -336,7 +341,7 @@ def _memory_probe(problem: Problem, options: SolveOptions, lo: int, cap: int, cl
     hint = _assignment(r, rs.value)
     v = build_model(problem, options, hint["ii"], hint["ii"])
     _hint_starts_groups(v, hint)
-    s = _solver(min(clock.left(), 10.0), options.workers)
+    s = _solver(min(clock.left(), max(10.0, options.time_limit / 8)), options.workers)
     if s.solve(v.m) not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         return None
     if options.progress:

@@ -201,10 +201,12 @@ def test_b200_two_subtiles_optimum_is_2320():
     """design.md §5 argues II >= 2320 by hand; here CP-SAT checks its edge: the memory relaxation
     (a relaxation of the joint problem) is infeasible at 2319, and at 2320 its schedule completes
     into a full one that the validator accepts. About 80 s on 2 cores."""
+    import time
+
     from ortools.sat.python import cp_model
 
     from twill.solver.model import build_model
-    from twill.solver.search import _assignment, _extract, _hint_starts_groups, _solver
+    from twill.solver.search import _assignment, _Clock, _complete, _extract, _solver
 
     p = problem("fa_fwd", "b200", subtiles=2)
     options = SolveOptions()
@@ -213,9 +215,7 @@ def test_b200_two_subtiles_optimum_is_2320():
     at = build_model(p, options, 2320, 2320, memory_only=True)
     relaxed = _solver(240, 2)
     assert relaxed.solve(at.m) in (cp_model.OPTIMAL, cp_model.FEASIBLE)
-    full = build_model(p, options, 2320, 2320)
-    _hint_starts_groups(full, _assignment(at, relaxed.value))
-    s = _solver(120, 2)
-    assert s.solve(full.m) in (cp_model.OPTIMAL, cp_model.FEASIBLE)
-    sched = _extract(p, options, full, s, False, 2320, "checked by hand", {}, 0.0)
+    found = _complete(p, options, _assignment(at, relaxed.value), 120.0, _Clock(time.monotonic(), 120))
+    assert found is not None
+    sched = _extract(p, options, *found, False, 2320, "checked by hand", {}, 0.0)
     assert sched.ii == 2320 and validate(p, sched) == []

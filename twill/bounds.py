@@ -92,6 +92,14 @@ def _weighted_graph(problem: Problem, ii: int) -> nx.DiGraph:
     return g
 
 
+def _longest_paths(problem: Problem, ii: int, sources: list[str]) -> dict[str, dict[str, int]]:
+    """Longest dependence path (weights latency - distance x II) from each source to each op it
+    reaches; well defined at II >= RecMII, where no cycle is positive."""
+    g = _weighted_graph(problem, ii)  # weight = ii * distance - latency: shortest path = -longest
+    return {s: {t: -d for t, d in nx.single_source_bellman_ford_path_length(g, s, weight="weight").items()}
+            for s in sources}
+
+
 def _has_positive_cycle(problem: Problem, ii: int) -> bool:
     return nx.negative_edge_cycle(_weighted_graph(problem, ii), weight="weight")
 
@@ -163,12 +171,12 @@ def _shortest_lifetimes(problem: Problem, ii: int, names: list[str]) -> dict[str
     """Each value's shortest possible lifetime at ``ii``: from its issue to the end of its last
     read, where every reader is at least the longest dependence path away (weights latency -
     distance x II; no positive cycle once II >= RecMII)."""
-    g = _weighted_graph(problem, ii)  # weight = ii * distance - latency: shortest path = -longest
+    paths = _longest_paths(problem, ii, names)
     out = {}
     for name in names:
-        dist = nx.single_source_bellman_ford_path_length(g, name, weight="weight")
-        ends = [-dist[e.dst] + e.distance * ii + read_time(e, problem.op(e.dst))
-                for e in problem.body.out_edges(name) if e.dst in dist]
+        longest = paths[name]
+        ends = [longest[e.dst] + e.distance * ii + read_time(e, problem.op(e.dst))
+                for e in problem.body.out_edges(name) if e.dst in longest]
         out[name] = max(ends) if ends else problem.op(name).latency
     return out
 
@@ -237,14 +245,6 @@ class ResidueCut:
     gap: int
     ii_from: int
     ii_to: int
-
-
-def _longest_paths(problem: Problem, ii: int, sources: list[str]) -> dict[str, dict[str, int]]:
-    """Longest dependence path (weights latency - distance x II) from each source to each op it
-    reaches; well defined at II >= RecMII, where no cycle is positive."""
-    g = _weighted_graph(problem, ii)  # weight = ii * distance - latency: shortest path = -longest
-    return {s: {t: -d for t, d in nx.single_source_bellman_ford_path_length(g, s, weight="weight").items()}
-            for s in sources}
 
 
 def residue_cuts(problem: Problem, lo: int, hi: int) -> list[ResidueCut]:

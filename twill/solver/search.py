@@ -219,11 +219,12 @@ def _window_search(problem: Problem, options: SolveOptions, lb: int, clock: _Clo
     report = options.progress
     lo, width = lb, 0
     proven = None  # the smallest II not yet proven infeasible, once a window timed out
+    memory = _memory_bound_helps(problem, options)
     while lo <= cap and clock.left() > 0:
         hi = min(cap, lo + width)
         if report:
             report(f"II window [{lo}, {hi}]: searching ({clock.elapsed():.1f}s)")
-        if _memory_bound_helps(problem, options):
+        if memory:
             lo, relaxed_schedule = _memory_bound(problem, options, lo, hi, clock)
             if lo > hi:
                 lo, width = hi + 1, max(8, 2 * width + 1, lo // 64)
@@ -245,7 +246,7 @@ def _window_search(problem: Problem, options: SolveOptions, lb: int, clock: _Clo
         proven = bound
         if report:
             report(f"II window [{lo}, {hi}]: undecided in its time slice; probing larger II ({clock.elapsed():.1f}s)")
-        found = _memory_probe(problem, options, hi + 1, cap, clock) if _memory_bound_helps(problem, options) else None
+        found = _memory_probe(problem, options, hi + 1, cap, clock) if memory else None
         if found is not None:
             return found[0], found[1], cp_model.FEASIBLE, proven
         # an incumbent under Triton's split first, then probes of the free problem below it
@@ -312,12 +313,14 @@ def _memory_bound(problem: Problem, options: SolveOptions, lo: int, hi: int, clo
     # limit/8: the proof over [2082, 2147] on b200 takes 7.4-8.8 s and missed a limit/12 slice once
     s = _solver(min(clock.left(), max(5.0, options.time_limit / 8)), options.workers)
     status = s.solve(m.m)
+    if status == cp_model.MODEL_INVALID:
+        raise RuntimeError(f"internal error: invalid CP-SAT model ({m.m.validate()[:300]})")
     if status == cp_model.INFEASIBLE:
         found = hi + 1
     elif status == cp_model.OPTIMAL:
         found = int(s.value(m.ii))
-    else:
-        found = max(lo, math.ceil(s.best_objective_bound)) if status in (cp_model.FEASIBLE, cp_model.UNKNOWN) else lo
+    else:  # FEASIBLE or UNKNOWN: the objective bound CP-SAT proved
+        found = max(lo, math.ceil(s.best_objective_bound))
     if options.progress and found > lo:
         what = "empty" if found > hi else f"II >= {found}"
         options.progress(f"II window [{lo}, {hi}]: the memory relaxation proves {what} ({clock.elapsed():.1f}s)")
@@ -339,14 +342,19 @@ def _memory_probe(problem: Problem, options: SolveOptions, lo: int, cap: int, cl
     if rs.solve(r.m) not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         return None
     hint = _assignment(r, rs.value)
+    found = _complete(problem, options, hint, max(10.0, options.time_limit / 8), clock)
+    if found is not None and options.progress:
+        options.progress(f"  found a schedule at II {hint['ii']} from the memory relaxation's ({clock.elapsed():.1f}s)")
+    return found
+
+
+def _complete(problem: Problem, options: SolveOptions, hint: dict, seconds: float, clock: _Clock):
+    """The full model at ``hint``'s II, solved from its starts (and groups, where it has them):
+    (model, solver), or None when no schedule comes within ``seconds``."""
     v = build_model(problem, options, hint["ii"], hint["ii"])
     _hint_starts_groups(v, hint)
-    s = _solver(min(clock.left(), max(10.0, options.time_limit / 8)), options.workers)
-    if s.solve(v.m) not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-        return None
-    if options.progress:
-        options.progress(f"  found a schedule at II {hint['ii']} from the memory relaxation's ({clock.elapsed():.1f}s)")
-    return v, s
+    s = _solver(min(clock.left(), seconds), options.workers)
+    return (v, s) if s.solve(v.m) in (cp_model.OPTIMAL, cp_model.FEASIBLE) else None
 
 
 def _hinted_window(problem: Problem, options: SolveOptions, v: ScheduleModel, lo: int, hint: dict, clock: _Clock):
@@ -429,13 +437,11 @@ def _probe_fixed(problem: Problem, options: SolveOptions, start: int, cap: int, 
         else:
             r = None
         if r is not None:
-            v = build_model(problem, options, ii, ii)
-            _hint_starts_groups(v, _assignment(r, rs.value))
-            s = _solver(min(clock.left(), 10.0), options.workers)
-            if s.solve(v.m) in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+            found = _complete(problem, options, _assignment(r, rs.value), 10.0, clock)
+            if found is not None:
                 if report:
                     report(f"  found a schedule at II {ii} ({clock.elapsed():.1f}s)")
-                return v, s
+                return found
             # the free assignment is hard to satisfy: a fixed producer/consumer split is easier
             # and still a valid schedule of the full problem
             w = build_model(problem, replace(options, fixed_groups=producer_consumer_split(problem)), ii, ii)

@@ -102,6 +102,15 @@ class ScheduleModel:
         self.handoff_terms: list[LinearExpr] = []  # SMEM bytes staged by cross-group hand-offs
         self.objective_terms: dict[str, LinearExpr] = {"ii": self.ii, "length": self.length}
         self.symmetry = True
+        self.anchored: cp_model.IntVar | None = None  # the rotation anchor's switch (§2.8c), see release_anchor
+
+    def release_anchor(self) -> None:
+        """Let the anchor's op leave offset 0 from the next solve on (the model's solutions so far
+        stay solutions). The anchor keeps one representative per rotation, which is all the II,
+        group and register objectives need; schedule length is not rotation-invariant (starts
+        count from 0), so its phase runs released."""
+        if self.anchored is not None:
+            self.anchored.proto.domain[0] = 0
 
     # -- facts derived from the problem ------------------------------------------------------
     def _span(self, op: Op) -> int:
@@ -488,21 +497,14 @@ def add_register_average(v: ScheduleModel) -> None:
             m.add(sum(terms) <= capacity)
 
 
-def interchangeable_ops(problem: Problem, limit: int = 64) -> list[tuple[str, str]]:
-    """Pairs (v, σ(v)) for automorphisms σ of the loop body, v the first op σ moves.
-
-    An automorphism maps ops to identical ops (same costs, units, footprints) and edges to
-    identical edges: two sub-tiles of FlashAttention are one. Any schedule mapped through σ is a
-    schedule with the same objective values, so requiring start[v] <= start[σ(v)] for each σ
-    keeps an optimal schedule (the lexicographically least of its orbit satisfies them all) while
-    cutting off its mirror images, which an infeasibility proof would otherwise refute again.
-    At most ``limit`` automorphisms are enumerated; any subset of them is still valid.
-    """
+def automorphisms(problem: Problem, limit: int = 64) -> list[dict[str, str]]:
+    """Automorphisms σ of the loop body other than the identity: maps op -> identical op (same
+    costs, units, footprints) that carry edges to identical edges. Two sub-tiles of FlashAttention
+    are one. At most ``limit`` are enumerated (networkx's VF2 matcher)."""
     import networkx as nx
     from networkx.algorithms import isomorphism
 
     g = nx.MultiDiGraph()
-    order = {op.name: i for i, op in enumerate(problem.ops)}
     for op in problem.ops:
         g.add_node(op.name, key=tuple(getattr(op, f.name) for f in fields(op) if f.name not in ("name", "ref")))
     for e in problem.edges:
@@ -513,27 +515,90 @@ def interchangeable_ops(problem: Problem, limit: int = 64) -> list[tuple[str, st
 
     matcher = isomorphism.MultiDiGraphMatcher(g, g, node_match=lambda a, b: a["key"] == b["key"],
                                               edge_match=same_edges)
-    pairs: list[tuple[str, str]] = []
+    out = []
     for k, sigma in enumerate(matcher.isomorphisms_iter()):
         if k >= limit:
             break
+        if any(a != b for a, b in sigma.items()):
+            out.append(dict(sigma))
+    return out
+
+
+def interchangeable_ops(problem: Problem, limit: int = 64) -> list[tuple[str, str]]:
+    """Pairs (v, σ(v)) for automorphisms σ of the loop body, v the first op σ moves.
+
+    Any schedule mapped through σ is a schedule with the same objective values, so requiring
+    start[v] <= start[σ(v)] for each σ keeps an optimal schedule (the lexicographically least of
+    its orbit satisfies them all) while cutting off its mirror images, which an infeasibility
+    proof would otherwise refute again. Any subset of the automorphisms is still valid.
+    """
+    order = {op.name: i for i, op in enumerate(problem.ops)}
+    pairs: list[tuple[str, str]] = []
+    for sigma in automorphisms(problem, limit):
         moved = sorted((n for n in sigma if sigma[n] != n), key=order.__getitem__)
-        if moved and (moved[0], sigma[moved[0]]) not in pairs:
+        if (moved[0], sigma[moved[0]]) not in pairs:
             pairs.append((moved[0], sigma[moved[0]]))
     return pairs
 
 
-def add_symmetry_breaking(v: ScheduleModel) -> None:
-    """Mirror images of a schedule under an automorphism of the loop body are cut off.
+@dataclass(frozen=True, slots=True)
+class Anchor:
+    """Where the rotation symmetry is cut (design.md §2.8c).
 
-    Fact: interchangeable ops (two identical sub-tiles) give each schedule a twin with the same
-    II, groups, registers and length. Math: start[v] <= start[σ(v)] for the automorphisms σ of
-    ``interchangeable_ops``. Skipped when groups are pinned (a baseline), which may tell twins apart.
+    ``op`` is fixed at offset 0. ``twin`` is set when an automorphism swaps ``op`` with another op:
+    that op then sits in the first half of the circle. ``keeps_starts`` says whether the start
+    cuts of ``add_symmetry_breaking`` stay valid next to the anchor (no automorphism moves ``op``).
     """
-    if v.o.fixed_groups or not v.symmetry:
+
+    op: str
+    twin: str | None
+    keeps_starts: bool
+
+
+def rotation_anchor(problem: Problem) -> Anchor:
+    """The op whose offset is fixed: the first op on the most loaded unit, whose placement the
+    proofs hinge on (on b200 with 2 sub-tiles, fixing Q·K_0 instead of the K load turns a 32 s
+    proof at II 2319 into a 0.3 s one)."""
+    load: dict[str, int] = {}
+    for op in problem.ops:
+        for use in op.uses:
+            load[use.unit] = load.get(use.unit, 0) + use.length * use.amount
+    anchor = problem.ops[0].name
+    if load:
+        unit = max(sorted(load), key=lambda u: load[u] / problem.capacity[u])
+        anchor = next(op.name for op in problem.ops if any(use.unit == unit for use in op.uses))
+    sigmas = automorphisms(problem)
+    moving = [s for s in sigmas if s[anchor] != anchor]
+    if not moving:
+        return Anchor(anchor, None, True)
+    twin = next((s[anchor] for s in moving if all(s[s[n]] == n for n in s)), None)
+    return Anchor(anchor, twin, False)
+
+
+def add_symmetry_breaking(v: ScheduleModel) -> None:
+    """Rotations and mirror images of a schedule are cut off (design.md §2.8b, §2.8c).
+
+    Fact: shifting every start by the same amount changes no rule, and interchangeable ops (two
+    identical sub-tiles) give each schedule a twin with the same II, groups and registers.
+    Math, while ``v.anchored``: offset[a] = 0 for the anchor a, and 2 * offset[σ(a)] <= II for an
+    involution σ that moves a; start[u] <= start[σ(u)] for the automorphisms σ of
+    ``interchangeable_ops`` (only while not anchored, when some σ moves a).
+    Mirror-image cuts are skipped when groups are pinned (a baseline), which may tell twins apart.
+    """
+    if not v.symmetry:
         return
+    anchor = rotation_anchor(v.p) if v.anchored is not None else None
+    if anchor is not None:
+        v.m.add(v.offset[anchor.op] == 0).only_enforce_if(v.anchored)
+    if v.o.fixed_groups:
+        return
+    if anchor is not None and anchor.twin is not None:
+        v.m.add(2 * v.offset[anchor.twin] <= v.ii).only_enforce_if(v.anchored)
     for a, b in interchangeable_ops(v.p):
-        v.m.add(v.start[a] <= v.start[b])
+        if anchor is None or anchor.keeps_starts:
+            v.m.add(v.start[a] <= v.start[b])
+        else:
+            v.m.add(v.start[a] <= v.start[b]).only_enforce_if(~v.anchored)
 
 
 # The order matters only where a family reads variables another creates (groups before the rest).
@@ -578,7 +643,7 @@ def add_strategy_restrictions(v: ScheduleModel) -> None:
 
 def build_model(problem: Problem, options: SolveOptions, ii_lo: int, ii_hi: int, relaxed: bool = False,
                 max_stage: int | None = None, symmetry: bool = True, cuts: bool = True,
-                memory_only: bool = False) -> ScheduleModel:
+                memory_only: bool = False, anchor: bool = True) -> ScheduleModel:
     """A model of every schedule of ``problem`` with II in [ii_lo, ii_hi].
 
     ``relaxed`` leaves out the peak-storage families (register budgets, TMEM), which make
@@ -589,11 +654,16 @@ def build_model(problem: Problem, options: SolveOptions, ii_lo: int, ii_hi: int,
     propose a hint (``search._probe_fixed``).
     ``memory_only`` drops warp groups and registers but keeps the memories (``MEMORY_FAMILIES``):
     another relaxation, which proves TMEM-bound windows empty where the joint model stalls.
+    ``anchor`` fixes one op's offset at 0 (rotation symmetry, §2.8c) until ``release_anchor``;
+    off with ``symmetry`` and for a one-stage baseline, whose length <= II is not rotation-invariant.
     """
     if memory_only:
         options = replace(options, swp_only=True)
     v = ScheduleModel(problem, options, ii_lo, ii_hi, max_stage)
     v.symmetry = symmetry  # off to adopt a given schedule, which may be the mirror image
+    if anchor and symmetry and not options.single_stage and __import__("os").environ.get("TWILL_ANCHOR", "1") == "1":
+        v.anchored = v.m.new_bool_var("anchored")
+        v.anchored.proto.domain[0] = 1  # on: domain {1}, widened by release_anchor
     families = MEMORY_FAMILIES if memory_only else SWP_FAMILIES if options.swp_only else JOINT_FAMILIES
     for name, family in families:
         if not (relaxed and name in RELAXED_AWAY) and (cuts or name not in IMPLIED_CUTS):

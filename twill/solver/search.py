@@ -52,23 +52,26 @@ class _Progress(cp_model.CpSolverSolutionCallback):
         super().__init__()
         self.report, self.phase, self.clock = report, phase, clock
         self.last = time.monotonic()
+        self.found = False
 
     def on_solution_callback(self) -> None:
-        self.last = time.monotonic()
+        self.last, self.found = time.monotonic(), True
         if self.report:
             self.report(f"  {self.phase}: incumbent {self.objective_value:.0f}, bound {self.best_objective_bound:.0f}, "
                         f"{self.clock.elapsed():.1f}s")
 
 
 def _solve_until_stall(solver: cp_model.CpSolver, model: cp_model.CpModel, progress: _Progress,
-                       min_stall: float = 3.0) -> int:
+                       min_stall: float = 3.0, first: bool = False) -> int:
     """Solve an optimisation phase, stopping early once its incumbent has stopped improving.
 
     A phase whose bound CP-SAT cannot close would otherwise spend its whole time budget after
     its last (often its first) improvement. The phase stops when the time since the last
     improvement exceeds both ``min_stall`` seconds and the time the phase took to reach it, so
     a phase that is still finding better schedules keeps going. The answer stays "best found"
-    (never "proven") for a stopped phase, as for one that timed out.
+    (never "proven") for a stopped phase, as for one that timed out. With ``first`` the clock
+    starts at the first solution (a phase without a hint may take long to find one), and the
+    phase stops ``min_stall`` seconds after its last improvement.
     """
     done = threading.Event()
     threads = max(1, solver.parameters.num_workers)
@@ -79,9 +82,12 @@ def _solve_until_stall(solver: cp_model.CpSolver, model: cp_model.CpModel, progr
         # CPU seconds, not wall seconds: on a loaded machine the solver gets less done per second
         while not done.wait(0.05):
             now = time.process_time()
+            if first and not progress.found:
+                last[0] = now
+                continue
             if progress.last != last[1]:
                 last[:] = [now, progress.last]
-            if now - last[0] > max(min_stall * threads, last[0] - begun):
+            if now - last[0] > max(min_stall * threads, 0 if first else last[0] - begun):
                 solver.stop_search()
                 return
 
@@ -125,9 +131,18 @@ def _upper_cap(problem: Problem) -> int:
     return span + sum(problem.cross_group_cost(e) + e.latency for e in problem.edges) + 1
 
 
-def _solver(seconds: float, workers: int, deterministic: bool = False, wall: float | None = None) -> cp_model.CpSolver:
+# Two CP-SAT workers that together both find and refute: the LP-heavy search and restarts. CP-SAT's
+# own choice for two workers took 4-22 s to refute the memory relaxation over [2148, 2279] on b200
+# with 2 sub-tiles, where this pair takes 2-3 s (design.md §3.1 step 4). Larger machines keep the
+# default portfolio, which holds both.
+_SEARCH_AND_BOUND = ("max_lp", "quick_restart")
+
+
+def _solver(seconds: float, workers: int, deterministic: bool = False, wall: float | None = None,
+            portfolio: tuple[str, ...] = ()) -> cp_model.CpSolver:
     """A CP-SAT solver; ``deterministic`` bounds work, not wall time (``wall`` caps the latter
-    too, so a loaded machine cannot stretch a solve far past the user's time limit)."""
+    too, so a loaded machine cannot stretch a solve far past the user's time limit).
+    ``portfolio`` names the subsolvers when there are exactly that many workers."""
     s = cp_model.CpSolver()
     if deterministic:
         s.parameters.num_workers = 1
@@ -137,6 +152,8 @@ def _solver(seconds: float, workers: int, deterministic: bool = False, wall: flo
     else:
         s.parameters.num_workers = workers or os.cpu_count() or 1
         s.parameters.max_time_in_seconds = max(0.05, seconds)
+        if portfolio and s.parameters.num_workers == len(portfolio):
+            s.parameters.subsolvers.extend(portfolio)
     s.parameters.random_seed = 0
     return s
 
@@ -166,16 +183,21 @@ def _relaxed_hint(problem: Problem, options: SolveOptions, lo: int, hi: int, clo
     Returns ("infeasible", None) when the relaxation, with the full stage bound, proves the window
     empty; ("partial", starts and groups) when it found a schedule; ("unknown", None) otherwise.
     """
-    short = _short_stage_bound(problem, lo)
-    r = build_model(problem, options, lo, hi, relaxed=True, max_stage=short)
-    r.m.minimize(r.ii)
-    s = _solver(min(clock.left(), max(4.0, 0.15 * options.time_limit)), options.workers)
-    status = s.solve(r.m)
-    if status == cp_model.INFEASIBLE:
-        return ("infeasible", None) if r.max_stage >= r._stage_bound() else ("unknown", None)
-    if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-        return "unknown", None
-    return "partial", _assignment(r, s.value)
+    until = clock.elapsed() + min(clock.left(), max(4.0, 0.15 * options.time_limit))
+    for stages in (_short_stage_bound(problem, lo), None):
+        # few stages first (hints come quickly); where those are refuted, the full stage bound,
+        # whose refutation is a proof (b200, 1 tile: 0.03 s for [1192, 1210])
+        r = build_model(problem, options, lo, hi, relaxed=True, max_stage=stages)
+        r.m.minimize(r.ii)
+        s = _solver(until - clock.elapsed(), options.workers)
+        status = s.solve(r.m)
+        if status == cp_model.INFEASIBLE and r.max_stage >= r._stage_bound():
+            return "infeasible", None
+        if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+            return "partial", _assignment(r, s.value)
+        if status != cp_model.INFEASIBLE or until - clock.elapsed() <= 0.05:
+            break
+    return "unknown", None
 
 
 def _pressure_hint(problem: Problem, options: SolveOptions, lo: int, first: dict, clock: _Clock) -> dict:
@@ -224,13 +246,21 @@ def _window_search(problem: Problem, options: SolveOptions, lb: int, clock: _Clo
         hi = min(cap, lo + width)
         if report:
             report(f"II window [{lo}, {hi}]: searching ({clock.elapsed():.1f}s)")
+        relaxed_schedule = True
         if memory:
-            lo, relaxed_schedule = _memory_bound(problem, options, lo, hi, clock)
+            lo, relaxed = _memory_bound(problem, options, lo, hi, clock)
             if lo > hi:
                 lo, width = hi + 1, max(8, 2 * width + 1, lo // 64)
                 continue
-        else:
-            relaxed_schedule = True
+            relaxed_schedule = relaxed is not None
+            if relaxed is not None and relaxed["ii"] == lo:
+                # the relaxation's optimum, every II below refuted: a completion of it is optimal
+                found = _complete(problem, options, relaxed, max(10.0, options.time_limit / 8), clock)
+                if found is not None:
+                    if report:
+                        report(f"  completed the memory relaxation's schedule at II {lo} ({clock.elapsed():.1f}s)")
+                    return found[0], found[1], (cp_model.OPTIMAL if proven is None else cp_model.FEASIBLE), (
+                        lo if proven is None else proven)
         # where neither the memory relaxation nor the hint relaxation finds a schedule in its slice, the
         # full window, a harder model, would stall too (b200, 2 sub-tiles: a minute for nothing)
         v, s, status = _solve_window(problem, options, lo, hi, clock, full=relaxed_schedule)
@@ -298,33 +328,62 @@ def _memory_bound_helps(problem: Problem, options: SolveOptions) -> bool:
     return not options.swp_only and any(op.tmem_cols for op in problem.ops)
 
 
-def _memory_bound(problem: Problem, options: SolveOptions, lo: int, hi: int, clock: _Clock) -> tuple[int, bool]:
-    """(the least II in [lo, hi] that the memory relaxation does not rule out, whether it found a
-    schedule); the II is hi + 1 when it proves the window empty. The relaxation keeps units,
-    dependences, residue cuts and TMEM, without warp groups or registers; its bound is a bound of
-    the full problem, so the window can start there.
+def _memory_bound(problem: Problem, options: SolveOptions, lo: int, hi: int, clock: _Clock) -> tuple[int, dict | None]:
+    """(the least II in [lo, hi] that the memory relaxation does not rule out, the relaxation's
+    schedule with the smallest II it found, or None); the II is hi + 1 when it proves the window
+    empty. The relaxation keeps units, dependences, residue cuts and TMEM, without warp groups or
+    registers; its bound is a bound of the full problem, so the window can start there. When the
+    schedule's II equals the returned II, that II is the relaxation's optimum over the window.
 
-    On b200 with 2 sub-tiles the joint window at II 2048 stays undecided for a minute, while this
-    model proves it empty in 3 s: the residue cut makes each S tile outlive the II, and TMEM's
-    cumulative then needs no warp groups to see the overflow (design.md §5).
+    Minimising II, CP-SAT finds the relaxation's optimum quickly but can take long to prove
+    nothing lies below it; refuting that range as a satisfaction problem is fast. So the
+    minimisation stops once its incumbent stalls, and the range below is refuted on its own
+    (b200, 2 sub-tiles, [2280, 2543]: 2320 found in about 6 s; [2280, 2319] refuted in 1 s).
     """
-    m = build_model(problem, options, lo, hi, memory_only=True)
-    m.m.minimize(m.ii)
-    # limit/8: the proof over [2082, 2147] on b200 takes 7.4-8.8 s and missed a limit/12 slice once
-    s = _solver(min(clock.left(), max(5.0, options.time_limit / 8)), options.workers)
-    status = s.solve(m.m)
-    if status == cp_model.MODEL_INVALID:
-        raise RuntimeError(f"internal error: invalid CP-SAT model ({m.m.validate()[:300]})")
+    # limit/8: the refutation of [2148, 2279] on b200 takes 1-3 s, or 10-17 s in one run of three
+    until = clock.elapsed() + min(clock.left(), max(5.0, options.time_limit / 8))
+    m, s, status, floor = _restarting(problem, options, lo, hi, until, clock, minimise=True)
+    best = None
     if status == cp_model.INFEASIBLE:
-        found = hi + 1
-    elif status == cp_model.OPTIMAL:
-        found = int(s.value(m.ii))
-    else:  # FEASIBLE or UNKNOWN: the objective bound CP-SAT proved
-        found = max(lo, math.ceil(s.best_objective_bound))
-    if options.progress and found > lo:
-        what = "empty" if found > hi else f"II >= {found}"
+        floor = hi + 1
+    elif status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        best = _assignment(m, s.value)
+        # a stalled minimisation: refute the range below its incumbent on its own
+        refuted = status == cp_model.OPTIMAL or (
+            floor < best["ii"] and _restarting(problem, options, floor, best["ii"] - 1, until, clock)[2]
+            == cp_model.INFEASIBLE)
+        if refuted:
+            floor = best["ii"]
+    if options.progress and floor > lo:
+        what = "empty" if floor > hi else f"II >= {floor}"
         options.progress(f"II window [{lo}, {hi}]: the memory relaxation proves {what} ({clock.elapsed():.1f}s)")
-    return found, status in (cp_model.OPTIMAL, cp_model.FEASIBLE)
+    return floor, best
+
+
+def _restarting(problem: Problem, options: SolveOptions, lo: int, hi: int, until: float, clock: _Clock,
+                minimise: bool = False):
+    """The memory relaxation over [lo, hi] until clock time ``until``, in attempts of growing length
+    with a new random seed each: (model, solver, status, proven least II) of the attempt that
+    decided, or of the last. Its proofs are heavy-tailed: over [2148, 2279] on b200 five seeds took
+    1.9, 2.7, 2.9, 13 and 17 s, so restarting after 3 s beats waiting. ``minimise`` minimises II
+    and stops 2 s after the incumbent last improved (``_solve_until_stall``); otherwise any
+    schedule will do, which refutes faster."""
+    seconds, seed, floor = 3.0, 0, lo
+    while True:
+        m = build_model(problem, options, lo, hi, memory_only=True)
+        if minimise:
+            m.m.minimize(m.ii)
+        s = _solver(min(seconds, until - clock.elapsed()), options.workers, portfolio=_SEARCH_AND_BOUND)
+        s.parameters.random_seed = seed
+        status = (_solve_until_stall(s, m.m, _Progress(None, "memory", clock), min_stall=2.0, first=True)
+                  if minimise else s.solve(m.m))
+        if status == cp_model.MODEL_INVALID:
+            raise RuntimeError(f"internal error: invalid CP-SAT model ({m.m.validate()[:300]})")
+        if minimise and status != cp_model.INFEASIBLE:
+            floor = max(floor, math.ceil(s.best_objective_bound))
+        if status != cp_model.UNKNOWN or until - clock.elapsed() <= 0.05:
+            return m, s, status, floor
+        seconds, seed = 1.5 * seconds, seed + 1
 
 
 def _memory_probe(problem: Problem, options: SolveOptions, lo: int, cap: int, clock: _Clock):
@@ -509,7 +568,7 @@ def _repair(problem: Problem, options: SolveOptions, hint: dict, clock: _Clock, 
 
 
 def _fixed(problem: Problem, options: SolveOptions, ii: int, fixed: dict[str, int]) -> ScheduleModel:
-    v = build_model(problem, options, ii, ii)
+    v = build_model(problem, options, ii, ii, anchor=False)  # the length value was reached released
     for name, value in fixed.items():
         v.m.add(v.objective_terms[name] <= value)
     return v
@@ -596,6 +655,8 @@ def solve(problem: Problem, options: SolveOptions | None = None) -> Schedule:
     for name in options.objective[1:]:
         if name not in v.objective_terms:
             continue
+        if name == "length":
+            v.release_anchor()  # starts count from 0: a rotation changes the length
         _hint_solution(v, solution)
         v.m.minimize(v.objective_terms[name])
         if clock.left() < 0.2:

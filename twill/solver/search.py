@@ -208,7 +208,7 @@ def _pressure_hint(problem: Problem, options: SolveOptions, lo: int, first: dict
     _hint_starts_groups(r, first)
     r.m.minimize(_pressure_objective(r))
     s = _solver(min(clock.left(), max(3.0, 0.05 * options.time_limit)), options.workers)
-    status = s.solve(r.m)
+    status = _solve_until_stall(s, r.m, _Progress(None, "pressure", clock), min_stall=1.0)
     return _assignment(r, s.value) if status in (cp_model.OPTIMAL, cp_model.FEASIBLE) else first
 
 
@@ -248,13 +248,15 @@ def _window_search(problem: Problem, options: SolveOptions, lb: int, clock: _Clo
             report(f"II window [{lo}, {hi}]: searching ({clock.elapsed():.1f}s)")
         relaxed_schedule = True
         if memory:
-            lo, relaxed = _memory_bound(problem, options, lo, hi, clock)
-            if lo > hi:
+            floor, relaxed = _memory_bound(problem, options, lo, hi, clock)
+            if floor > hi:
                 lo, width = hi + 1, max(8, 2 * width + 1, lo // 64)
                 continue
-            relaxed_schedule = relaxed is not None
-            if relaxed is not None and relaxed["ii"] == lo:
-                # the relaxation's optimum, every II below refuted: a completion of it is optimal
+            relaxed_schedule, raised, lo = relaxed is not None, floor > lo, floor
+            if raised and relaxed is not None and relaxed["ii"] == lo:
+                # the relaxation's optimum, every II below refuted: a completion of it is optimal.
+                # (Where TMEM raised nothing, the hint relaxation's schedules, which have warp
+                # groups, complete more easily: shared fa_bwd, 15 s for nothing from this one.)
                 found = _complete(problem, options, relaxed, max(10.0, options.time_limit / 8), clock)
                 if found is not None:
                     if report:
@@ -272,11 +274,12 @@ def _window_search(problem: Problem, options: SolveOptions, lb: int, clock: _Clo
         if status == cp_model.INFEASIBLE:
             lo, width = hi + 1, max(8, 2 * width + 1, lo // 64)
             continue
-        # undecided: remember the first unproven II, then look for any schedule above the window
+        # undecided: remember the first unproven II, then look for any schedule (the memory probe
+        # from the window's own lo: refuting is what stalled, and the optimum may sit inside)
         proven = bound
         if report:
-            report(f"II window [{lo}, {hi}]: undecided in its time slice; probing larger II ({clock.elapsed():.1f}s)")
-        found = _memory_probe(problem, options, hi + 1, cap, clock) if memory else None
+            report(f"II window [{lo}, {hi}]: undecided in its time slice; probing for schedules ({clock.elapsed():.1f}s)")
+        found = _memory_probe(problem, options, lo, cap, clock) if memory else None
         if found is not None:
             return found[0], found[1], cp_model.FEASIBLE, proven
         # an incumbent under Triton's split first, then probes of the free problem below it
@@ -422,14 +425,14 @@ def _hinted_window(problem: Problem, options: SolveOptions, v: ScheduleModel, lo
 
     Hints escalate because each costs more to make than the last:
     1. the relaxation's own starts and groups, which often complete into a full schedule at once
-       (FA forward on h100: the II proof in about 3 s), tried for a short slice;
+       (it did on FA forward on h100 before the rotation anchor), tried for a short slice;
     2. a relaxation schedule that favours few groups and short register lifetimes
        (``_pressure_hint``), which steers past the register and TMEM peaks the relaxation left
        out (the shared B200 graphs), tried for a shorter slice;
     3. that schedule completed into a full one with its groups fixed (``_repair``), left to the
        window's plain solve.
     """
-    s, status = _try_hint(v, hint, max(4.0, options.time_limit / 30), options, clock)
+    s, status = _try_hint(v, hint, max(2.0, options.time_limit / 60), options, clock)
     if status is not None:
         return s, status
     hint = _pressure_hint(problem, options, lo, hint, clock)

@@ -197,6 +197,23 @@ def test_memory_relaxation_proves_b200_two_subtiles_miss_the_tensor_core_bound()
     assert floor == 548 and schedule["ii"] == 548
 
 
+def test_rotation_anchor_sits_on_the_bottleneck_and_respects_twins():
+    """The anchor is the first op of the most loaded unit. FA's two sub-tiles swap Q·K_0 with Q·K_1,
+    so the start cuts give way to the offset cut on the twin; GEMM has no twins (design.md §2.8c)."""
+    from twill.solver.model import Anchor, build_model, rotation_anchor
+
+    assert rotation_anchor(problem("fa_fwd", "b200", subtiles=2)) == Anchor("qk0", "qk1", False)
+    gemm = problem("gemm", "h100")
+    a = rotation_anchor(gemm)
+    assert a.twin is None and a.keeps_starts and any(u.unit == "tc" for u in gemm.op(a.op).uses)
+    # on until released (the length phase), then free; off where a given schedule is adopted
+    v = build_model(gemm, SolveOptions(), 1024, 1024)
+    assert list(v.anchored.proto.domain) == [1, 1]
+    v.release_anchor()
+    assert list(v.anchored.proto.domain) == [0, 1]
+    assert build_model(gemm, SolveOptions(), 1024, 1024, symmetry=False).anchored is None
+
+
 @pytest.mark.slow
 def test_b200_two_subtiles_optimum_is_2320():
     """design.md §5 argues II >= 2320 by hand; here CP-SAT proves it: the memory relaxation (a

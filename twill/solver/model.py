@@ -661,7 +661,7 @@ def build_model(problem: Problem, options: SolveOptions, ii_lo: int, ii_hi: int,
         options = replace(options, swp_only=True)
     v = ScheduleModel(problem, options, ii_lo, ii_hi, max_stage)
     v.symmetry = symmetry  # off to adopt a given schedule, which may be the mirror image
-    if anchor and symmetry and not options.single_stage and __import__("os").environ.get("TWILL_ANCHOR", "1") == "1":
+    if anchor and symmetry and not options.single_stage:
         v.anchored = v.m.new_bool_var("anchored")
         v.anchored.proto.domain[0] = 1  # on: domain {1}, widened by release_anchor
     families = MEMORY_FAMILIES if memory_only else SWP_FAMILIES if options.swp_only else JOINT_FAMILIES

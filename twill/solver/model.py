@@ -524,17 +524,19 @@ def automorphisms(problem: Problem, limit: int = 64) -> list[dict[str, str]]:
     return out
 
 
-def interchangeable_ops(problem: Problem, limit: int = 64) -> list[tuple[str, str]]:
+def interchangeable_ops(problem: Problem, limit: int = 64,
+                        sigmas: list[dict[str, str]] | None = None) -> list[tuple[str, str]]:
     """Pairs (v, σ(v)) for automorphisms σ of the loop body, v the first op σ moves.
 
     Any schedule mapped through σ is a schedule with the same objective values, so requiring
     start[v] <= start[σ(v)] for each σ keeps an optimal schedule (the lexicographically least of
     its orbit satisfies them all) while cutting off its mirror images, which an infeasibility
     proof would otherwise refute again. Any subset of the automorphisms is still valid.
+    ``sigmas``: the automorphisms, where the caller has them already.
     """
     order = {op.name: i for i, op in enumerate(problem.ops)}
     pairs: list[tuple[str, str]] = []
-    for sigma in automorphisms(problem, limit):
+    for sigma in automorphisms(problem, limit) if sigmas is None else sigmas:
         moved = sorted((n for n in sigma if sigma[n] != n), key=order.__getitem__)
         if (moved[0], sigma[moved[0]]) not in pairs:
             pairs.append((moved[0], sigma[moved[0]]))
@@ -555,10 +557,10 @@ class Anchor:
     keeps_starts: bool
 
 
-def rotation_anchor(problem: Problem) -> Anchor:
+def rotation_anchor(problem: Problem, sigmas: list[dict[str, str]] | None = None) -> Anchor:
     """The op whose offset is fixed: the first op on the most loaded unit, whose placement the
     proofs hinge on (on b200 with 2 sub-tiles, fixing Q·K_0 instead of the K load turns a 32 s
-    proof at II 2319 into a 0.3 s one)."""
+    proof at II 2319 into a 0.3 s one). ``sigmas``: the automorphisms, where the caller has them."""
     load: dict[str, int] = {}
     for op in problem.ops:
         for use in op.uses:
@@ -567,8 +569,7 @@ def rotation_anchor(problem: Problem) -> Anchor:
     if load:
         unit = max(sorted(load), key=lambda u: load[u] / problem.capacity[u])
         anchor = next(op.name for op in problem.ops if any(use.unit == unit for use in op.uses))
-    sigmas = automorphisms(problem)
-    moving = [s for s in sigmas if s[anchor] != anchor]
+    moving = [s for s in (automorphisms(problem) if sigmas is None else sigmas) if s[anchor] != anchor]
     if not moving:
         return Anchor(anchor, None, True)
     twin = next((s[anchor] for s in moving if all(s[s[n]] == n for n in s)), None)
@@ -587,14 +588,15 @@ def add_symmetry_breaking(v: ScheduleModel) -> None:
     """
     if not v.symmetry:
         return
-    anchor = rotation_anchor(v.p) if v.anchored is not None else None
+    sigmas = automorphisms(v.p)  # one VF2 enumeration serves both cuts
+    anchor = rotation_anchor(v.p, sigmas) if v.anchored is not None else None
     if anchor is not None:
         v.m.add(v.offset[anchor.op] == 0).only_enforce_if(v.anchored)
     if v.o.fixed_groups:
         return
     if anchor is not None and anchor.twin is not None:
         v.m.add(2 * v.offset[anchor.twin] <= v.ii).only_enforce_if(v.anchored)
-    for a, b in interchangeable_ops(v.p):
+    for a, b in interchangeable_ops(v.p, sigmas=sigmas):
         if anchor is None or anchor.keeps_starts:
             v.m.add(v.start[a] <= v.start[b])
         else:

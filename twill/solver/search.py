@@ -288,9 +288,10 @@ def _window_search(problem: Problem, options: SolveOptions, lb: int, clock: _Clo
         if found is not None:
             # optimal where nothing below is left unrefuted; not for a schedule under Triton's split,
             # whose secondary objectives would be optimised within the split only
+            found_ii = int(found[1].value(found[0].ii))
             free = found[0].o.fixed_groups == options.fixed_groups
-            if memory and free and _refuted_below(problem, options, proven, int(found[1].value(found[0].ii)), clock):
-                return found[0], found[1], cp_model.OPTIMAL, int(found[1].value(found[0].ii))
+            if memory and free and _refuted_below(problem, options, proven, found_ii, clock):
+                return found[0], found[1], cp_model.OPTIMAL, found_ii
             return found[0], found[1], cp_model.FEASIBLE, proven
         lo, width = hi + 1, max(8, 2 * width + 1, lo // 4)
     if proven is not None or clock.left() <= 0:

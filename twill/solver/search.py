@@ -136,6 +136,10 @@ def _upper_cap(problem: Problem) -> int:
 # with 2 sub-tiles, where this pair takes 2-3 s (design.md §3.1 step 4). Larger machines keep the
 # default portfolio, which holds both.
 _SEARCH_AND_BOUND = ("max_lp", "quick_restart")
+# For satisfaction (refuting a range of II, or any schedule at one II), restarts with and without
+# the LP: [2048, 2319] on b200 with 2 sub-tiles refuted in 1.4-1.7 s over four seeds, against
+# 3.7-9.8 s for the pair above, and [2148, 2279] in 0.8-1.6 s against 0.8-10.4 s.
+_RESTARTS = ("quick_restart", "quick_restart_no_lp")
 
 
 def _solver(seconds: float, workers: int, deterministic: bool = False, wall: float | None = None,
@@ -343,45 +347,94 @@ def _memory_bound(problem: Problem, options: SolveOptions, lo: int, hi: int, clo
     registers; its bound is a bound of the full problem, so the window can start there. When the
     schedule's II equals the returned II, that II is the relaxation's optimum over the window.
 
-    Minimising II, CP-SAT finds the relaxation's optimum quickly but can take long to prove
-    nothing lies below it; refuting that range as a satisfaction problem is fast. So the
-    minimisation stops once its incumbent stalls, and the range below is refuted on its own
-    (b200, 2 sub-tiles, [2280, 2543]: 2320 found in about 6 s; [2280, 2319] refuted in 1 s).
+    Over a range of II the model multiplies stages by a variable II, and CP-SAT refutes empty
+    ranges quickly but finds schedules in them slowly; at one fixed II the model is linear, and
+    schedules near the optimum come in about a second (b200, 2 sub-tiles: [2280, 2543] took
+    6-14 s to yield 2320 as a range, or nothing in two solves of eight; 2320 alone takes
+    0.2-1.4 s). So a short attempt at the whole window comes first (it refutes empty ones),
+    then fixed-II probes climb from lo (``_climb``), and the range below the least schedule
+    found is refuted on its own; the whole-window minimisation is the fallback.
     """
     # limit/8: the refutation of [2148, 2279] on b200 takes 1-3 s, or 10-17 s in one run of three
     until = clock.elapsed() + min(clock.left(), max(5.0, options.time_limit / 8))
-    m, s, status, floor = _restarting(problem, options, lo, hi, until, clock, minimise=True)
-    best = None
+    m, s, status, _ = _restarting(problem, options, lo, hi, min(until, clock.elapsed() + 2.0), clock)
     if status == cp_model.INFEASIBLE:
-        floor = hi + 1
-    elif status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-        best = _assignment(m, s.value)
-        # a stalled minimisation: refute the range below its incumbent on its own
-        refuted = status == cp_model.OPTIMAL or (
-            floor < best["ii"] and _restarting(problem, options, floor, best["ii"] - 1, until, clock)[2]
-            == cp_model.INFEASIBLE)
-        if refuted:
-            floor = best["ii"]
+        return _floor_found(options, lo, hi, hi + 1, clock), None
+    best = _assignment(m, s.value) if status in (cp_model.OPTIMAL, cp_model.FEASIBLE) else None
+    best, floor = _climb(problem, options, lo, hi, best, until, clock)
+    if best is None:
+        # nothing near the bottom: the whole window, minimised as a range (which also refutes)
+        m, s, status, floor = _restarting(problem, options, lo, hi, until, clock, minimise=True)
+        if status == cp_model.INFEASIBLE:
+            floor = hi + 1
+        elif status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+            best = _assignment(m, s.value)
+            refuted = status == cp_model.OPTIMAL or (
+                floor < best["ii"] and _restarting(problem, options, floor, best["ii"] - 1, until, clock)[2]
+                == cp_model.INFEASIBLE)
+            if refuted:
+                floor = best["ii"]
+    return _floor_found(options, lo, hi, floor, clock), best
+
+
+def _floor_found(options: SolveOptions, lo: int, hi: int, floor: int, clock: _Clock) -> int:
+    """``floor``, reported when it raised the window's lo."""
     if options.progress and floor > lo:
         what = "empty" if floor > hi else f"II >= {floor}"
         options.progress(f"II window [{lo}, {hi}]: the memory relaxation proves {what} ({clock.elapsed():.1f}s)")
-    return floor, best
+    return floor
+
+
+def _climb(problem: Problem, options: SolveOptions, lo: int, hi: int, best: dict | None, until: float,
+           clock: _Clock) -> tuple[dict | None, int]:
+    """(the memory relaxation's schedule with the least II found by fixed-II probes, the least II
+    not ruled out): probes at lo, lo + s, lo + 3s, lo + 7s, ... (s = width / 32) until one has a
+    schedule, then halving the gap to the highest probe without one; after each schedule, the
+    range below it is refuted in one short attempt, and once the gap is closed, in full.
+    ``best`` (a schedule from the window, or None) caps the climb."""
+    step, failed, k = max(1, (hi - lo + 1) // 32), lo - 1, 0
+    top = hi if best is None else best["ii"] - 1
+    while best is None or failed + 1 < best["ii"]:
+        if clock.elapsed() >= until:
+            return best, lo
+        if best is None:
+            probe = min(top, lo + step * (2 ** k - 1))
+            k += 1
+        else:
+            probe = (failed + best["ii"]) // 2
+        m, s, status, _ = _restarting(problem, options, probe, probe, min(until, clock.elapsed() + 2.0), clock)
+        if status == cp_model.UNKNOWN and best is not None:
+            # halving from a schedule, an undecided probe may well hold the optimum: once more, longer
+            m, s, status, _ = _restarting(problem, options, probe, probe, min(until, clock.elapsed() + 4.0), clock,
+                                          seed=7)
+        if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+            failed = probe
+            if best is None and probe >= top:
+                return None, lo
+            continue
+        best = _assignment(m, s.value)
+        if lo < best["ii"] and _restarting(problem, options, lo, best["ii"] - 1,
+                                           min(until, clock.elapsed() + 1.0), clock)[2] == cp_model.INFEASIBLE:
+            return best, best["ii"]
+    refuted = lo >= best["ii"] or _restarting(problem, options, lo, best["ii"] - 1, until, clock)[2] == cp_model.INFEASIBLE
+    return best, best["ii"] if refuted else lo
 
 
 def _restarting(problem: Problem, options: SolveOptions, lo: int, hi: int, until: float, clock: _Clock,
-                minimise: bool = False):
+                minimise: bool = False, seed: int = 0):
     """The memory relaxation over [lo, hi] until clock time ``until``, in attempts of growing length
     with a new random seed each: (model, solver, status, proven least II) of the attempt that
     decided, or of the last. Its proofs are heavy-tailed: over [2148, 2279] on b200 five seeds took
     1.9, 2.7, 2.9, 13 and 17 s, so restarting after 3 s beats waiting. ``minimise`` minimises II
     and stops 2 s after the incumbent last improved (``_solve_until_stall``); otherwise any
     schedule will do, which refutes faster."""
-    seconds, seed, floor = 3.0, 0, lo
+    seconds, floor = 3.0, lo
     while True:
         m = build_model(problem, options, lo, hi, memory_only=True)
         if minimise:
             m.m.minimize(m.ii)
-        s = _solver(min(seconds, until - clock.elapsed()), options.workers, portfolio=_SEARCH_AND_BOUND)
+        s = _solver(min(seconds, until - clock.elapsed()), options.workers,
+                    portfolio=_SEARCH_AND_BOUND if minimise else _RESTARTS)
         s.parameters.random_seed = seed
         status = (_solve_until_stall(s, m.m, _Progress(None, "memory", clock), min_stall=2.0, first=True)
                   if minimise else s.solve(m.m))
@@ -430,11 +483,23 @@ def _memory_probe(problem: Problem, options: SolveOptions, lo: int, cap: int, cl
 
 def _complete(problem: Problem, options: SolveOptions, hint: dict, seconds: float, clock: _Clock):
     """The full model at ``hint``'s II, solved from its starts (and groups, where it has them):
-    (model, solver), or None when no schedule comes within ``seconds``."""
-    v = build_model(problem, options, hint["ii"], hint["ii"])
-    _hint_starts_groups(v, hint)
-    s = _solver(min(clock.left(), seconds), options.workers)
-    return (v, s) if s.solve(v.m) in (cp_model.OPTIMAL, cp_model.FEASIBLE) else None
+    (model, solver), or None when no schedule comes within ``seconds``.
+
+    Completion times are heavy-tailed in the seed (b200, 2 sub-tiles, one hint: 0.5-10.5 s over
+    four seeds), so it runs in attempts of 1.5 s, each 1.5 times longer, with a new seed each."""
+    until = clock.elapsed() + min(clock.left(), seconds)
+    attempt, seed = 1.5, 0
+    while True:
+        v = build_model(problem, options, hint["ii"], hint["ii"])
+        _hint_starts_groups(v, hint)
+        s = _solver(min(attempt, until - clock.elapsed()), options.workers)
+        s.parameters.random_seed = seed
+        status = s.solve(v.m)
+        if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+            return v, s
+        if status != cp_model.UNKNOWN or until - clock.elapsed() <= 0.05:
+            return None
+        attempt, seed = 1.5 * attempt, seed + 1
 
 
 def _hinted_window(problem: Problem, options: SolveOptions, v: ScheduleModel, lo: int, hint: dict, clock: _Clock):

@@ -240,3 +240,18 @@ def test_b200_two_subtiles_optimum_is_2320():
     assert found is not None
     sched = _extract(p, options, *found, False, 2320, "checked by hand", {}, 0.0)
     assert sched.ii == 2320 and validate(p, sched) == []
+
+
+@pytest.mark.slow
+def test_memory_climb_reaches_2320_from_below():
+    """The climb (design.md §3.1 step 4): fixed-II probes up from 2280 find a schedule, halving
+    the gap finds 2320, and [2280, 2319] is refuted, so the relaxation's optimum over the window
+    is 2320 with a schedule at it. 3-10 s on 2 cores (a minute allowed: the times are heavy-tailed)."""
+    import time
+
+    from twill.solver.search import _climb, _Clock
+
+    p = problem("fa_fwd", "b200", subtiles=2)
+    clock = _Clock(time.monotonic(), 240)
+    schedule, floor = _climb(p, SolveOptions(), 2280, 2543, None, clock.elapsed() + 60, clock)
+    assert floor == 2320 and schedule["ii"] == 2320

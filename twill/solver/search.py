@@ -402,11 +402,14 @@ def _climb(problem: Problem, options: SolveOptions, lo: int, hi: int, best: dict
             k += 1
         else:
             probe = (failed + best["ii"]) // 2
-        m, s, status, _ = _restarting(problem, options, probe, probe, min(until, clock.elapsed() + 2.0), clock)
+        # a probe either ends within a second or runs long, depending on the seed (2320: 0.5 s, or
+        # nothing in 5 s): short attempts with fresh seeds
+        m, s, status, _ = _restarting(problem, options, probe, probe, min(until, clock.elapsed() + 2.0), clock,
+                                      attempt=0.5, near=best)
         if status == cp_model.UNKNOWN and best is not None:
             # halving from a schedule, an undecided probe may well hold the optimum: once more, longer
             m, s, status, _ = _restarting(problem, options, probe, probe, min(until, clock.elapsed() + 4.0), clock,
-                                          seed=7)
+                                          seed=7, attempt=0.5, near=best)
         if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
             failed = probe
             if best is None and probe >= top:
@@ -421,16 +424,18 @@ def _climb(problem: Problem, options: SolveOptions, lo: int, hi: int, best: dict
 
 
 def _restarting(problem: Problem, options: SolveOptions, lo: int, hi: int, until: float, clock: _Clock,
-                minimise: bool = False, seed: int = 0):
+                minimise: bool = False, seed: int = 0, attempt: float = 3.0, near: dict | None = None):
     """The memory relaxation over [lo, hi] until clock time ``until``, in attempts of growing length
     with a new random seed each: (model, solver, status, proven least II) of the attempt that
     decided, or of the last. Its proofs are heavy-tailed: over [2148, 2279] on b200 five seeds took
     1.9, 2.7, 2.9, 13 and 17 s, so restarting after 3 s beats waiting. ``minimise`` minimises II
     and stops 2 s after the incumbent last improved (``_solve_until_stall``); otherwise any
     schedule will do, which refutes faster."""
-    seconds, floor = 3.0, lo
+    seconds, floor = attempt, lo
     while True:
         m = build_model(problem, options, lo, hi, memory_only=True)
+        if near is not None:
+            _hint_rescaled(m, near, lo)
         if minimise:
             m.m.minimize(m.ii)
         s = _solver(min(seconds, until - clock.elapsed()), options.workers,
@@ -445,6 +450,18 @@ def _restarting(problem: Problem, options: SolveOptions, lo: int, hi: int, until
         if status != cp_model.UNKNOWN or until - clock.elapsed() <= 0.05:
             return m, s, status, floor
         seconds, seed = 1.5 * seconds, seed + 1
+
+
+def _hint_rescaled(v: ScheduleModel, schedule: dict, ii: int) -> None:
+    """Hint ``v`` with ``schedule`` moved to II ``ii``: each op keeps its stage and the same
+    fraction of the II circle. A schedule a few cycles away is then a short repair."""
+    old = schedule["ii"]
+    for name, start in schedule["starts"].items():
+        stage, offset = divmod(start, old)
+        offset = min(ii - 1, round(offset * ii / old))
+        v.m.add_hint(v.stage[name], stage)
+        v.m.add_hint(v.offset[name], offset)
+        v.m.add_hint(v.start[name], stage * ii + offset)
 
 
 def _refuted_below(problem: Problem, options: SolveOptions, lo: int, ii: int, clock: _Clock) -> bool:

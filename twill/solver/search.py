@@ -393,12 +393,11 @@ def _climb(problem: Problem, options: SolveOptions, lo: int, hi: int, best: dict
     range below it is refuted in one short attempt, and once the gap is closed, in full.
     ``best`` (a schedule from the window, or None) caps the climb."""
     step, failed, k = max(1, (hi - lo + 1) // 32), lo - 1, 0
-    top = hi if best is None else best["ii"] - 1
     while best is None or failed + 1 < best["ii"]:
         if clock.elapsed() >= until:
             return best, lo
         if best is None:
-            probe = min(top, lo + step * (2 ** k - 1))
+            probe = min(hi, lo + step * (2 ** k - 1))
             k += 1
         else:
             probe = (failed + best["ii"]) // 2
@@ -412,7 +411,7 @@ def _climb(problem: Problem, options: SolveOptions, lo: int, hi: int, best: dict
                                           seed=7, attempt=0.5, near=best)
         if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
             failed = probe
-            if best is None and probe >= top:
+            if best is None and probe >= hi:
                 return None, lo
             continue
         best = _assignment(m, s.value)
@@ -425,30 +424,42 @@ def _climb(problem: Problem, options: SolveOptions, lo: int, hi: int, best: dict
 
 def _restarting(problem: Problem, options: SolveOptions, lo: int, hi: int, until: float, clock: _Clock,
                 minimise: bool = False, seed: int = 0, attempt: float = 3.0, near: dict | None = None):
-    """The memory relaxation over [lo, hi] until clock time ``until``, in attempts of growing length
-    with a new random seed each: (model, solver, status, proven least II) of the attempt that
-    decided, or of the last. Its proofs are heavy-tailed: over [2148, 2279] on b200 five seeds took
-    1.9, 2.7, 2.9, 13 and 17 s, so restarting after 3 s beats waiting. ``minimise`` minimises II
-    and stops 2 s after the incumbent last improved (``_solve_until_stall``); otherwise any
-    schedule will do, which refutes faster."""
-    seconds, floor = attempt, lo
-    while True:
-        m = build_model(problem, options, lo, hi, memory_only=True)
-        if near is not None:
-            _hint_rescaled(m, near, lo)
-        if minimise:
-            m.m.minimize(m.ii)
-        s = _solver(min(seconds, until - clock.elapsed()), options.workers,
-                    portfolio=_SEARCH_AND_BOUND if minimise else _RESTARTS)
-        s.parameters.random_seed = seed
+    """The memory relaxation over [lo, hi] until clock time ``until``, in restarts (``_attempts``,
+    the first ``attempt`` seconds long): (model, solver, status, proven least II) of the attempt
+    that decided, or of the last. Its proofs are heavy-tailed: over [2148, 2279] on b200 five
+    seeds took 1.9, 2.7, 2.9, 13 and 17 s, so restarting after 3 s beats waiting. ``minimise``
+    minimises II and stops 2 s after the incumbent last improved (``_solve_until_stall``);
+    otherwise any schedule will do, which refutes faster. ``near``: a schedule to start from,
+    moved to II lo (``_hint_rescaled``)."""
+    m = build_model(problem, options, lo, hi, memory_only=True)
+    if near is not None:
+        _hint_rescaled(m, near, lo)
+    if minimise:
+        m.m.minimize(m.ii)
+    floor = lo
+    for seconds, attempt_seed in _attempts(attempt, until, clock, seed):
+        s = _solver(seconds, options.workers, portfolio=_SEARCH_AND_BOUND if minimise else _RESTARTS)
+        s.parameters.random_seed = attempt_seed
         status = (_solve_until_stall(s, m.m, _Progress(None, "memory", clock), min_stall=2.0, first=True)
                   if minimise else s.solve(m.m))
         if status == cp_model.MODEL_INVALID:
             raise RuntimeError(f"internal error: invalid CP-SAT model ({m.m.validate()[:300]})")
         if minimise and status != cp_model.INFEASIBLE:
             floor = max(floor, math.ceil(s.best_objective_bound))
-        if status != cp_model.UNKNOWN or until - clock.elapsed() <= 0.05:
-            return m, s, status, floor
+        if status != cp_model.UNKNOWN:
+            break
+    return m, s, status, floor
+
+
+def _attempts(first: float, until: float, clock: _Clock, seed: int = 0):
+    """(seconds, random seed) of each restart until clock time ``until``: the first attempt lasts
+    ``first`` seconds, each next one 1.5 times longer, with the next seed. Where a solve's time
+    is heavy-tailed in the seed, short attempts with fresh seeds end sooner than one long one."""
+    seconds = first
+    while True:
+        yield min(seconds, until - clock.elapsed()), seed
+        if until - clock.elapsed() <= 0.05:
+            return
         seconds, seed = 1.5 * seconds, seed + 1
 
 
@@ -503,20 +514,18 @@ def _complete(problem: Problem, options: SolveOptions, hint: dict, seconds: floa
     (model, solver), or None when no schedule comes within ``seconds``.
 
     Completion times are heavy-tailed in the seed (b200, 2 sub-tiles, one hint: 0.5-10.5 s over
-    four seeds), so it runs in attempts of 1.5 s, each 1.5 times longer, with a new seed each."""
-    until = clock.elapsed() + min(clock.left(), seconds)
-    attempt, seed = 1.5, 0
-    while True:
-        v = build_model(problem, options, hint["ii"], hint["ii"])
-        _hint_starts_groups(v, hint)
-        s = _solver(min(attempt, until - clock.elapsed()), options.workers)
+    four seeds), so it runs in restarts of 1.5 s, each 1.5 times longer (``_attempts``)."""
+    v = build_model(problem, options, hint["ii"], hint["ii"])
+    _hint_starts_groups(v, hint)
+    for attempt, seed in _attempts(1.5, clock.elapsed() + min(clock.left(), seconds), clock):
+        s = _solver(attempt, options.workers)
         s.parameters.random_seed = seed
         status = s.solve(v.m)
         if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
             return v, s
-        if status != cp_model.UNKNOWN or until - clock.elapsed() <= 0.05:
+        if status != cp_model.UNKNOWN:
             return None
-        attempt, seed = 1.5 * attempt, seed + 1
+    return None
 
 
 def _hinted_window(problem: Problem, options: SolveOptions, v: ScheduleModel, lo: int, hint: dict, clock: _Clock):

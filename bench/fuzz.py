@@ -234,10 +234,10 @@ class Seeds:
 
 def build_seeds() -> Seeds:
     """Valid inputs to mutate, made from the repository alone (plus ../shared/ddg when present)."""
-    from twill.heuristics import ims_swp, ims_triton_split
+    from twill.arch.registry import archs_dir, get_arch
+    from twill.frontend.programs import list_programs, load_program
     from twill.problem import build_problem
-    from twill.programs import list_programs, load_program
-    from twill.registry import archs_dir, get_arch
+    from twill.solver.ims import ims_swp, ims_triton_split
 
     graphs = [json.loads(p.read_text()) for p in sorted(SHARED.glob("*.json"))] if SHARED.is_dir() else []
     schedules = []

@@ -22,12 +22,12 @@ from pathlib import Path
 
 import ortools
 
+from twill.arch.registry import get_arch
 from twill.bounds import compute_bounds
 from twill.errors import InfeasibleError
+from twill.frontend.programs import load_program
 from twill.problem import build_problem
-from twill.programs import load_program
 from twill.random_loops import random_body
-from twill.registry import get_arch
 from twill.solver import SolveOptions, lower_bound, solve
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from twill.arch.registry import get_arch
+from twill.frontend.programs import load_program
 from twill.problem import build_problem
-from twill.programs import load_program
-from twill.registry import get_arch
 
 SHARED_DDG = Path(__file__).resolve().parents[2] / "shared" / "ddg"
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tests.conftest import problem
-from twill.programs import list_programs
+from twill.frontend.programs import list_programs
 from twill.sim import simulate
 from twill.solver import SolveOptions, solve
 from twill.validate import validate

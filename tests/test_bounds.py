@@ -3,13 +3,12 @@
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from twill.bounds import _gap_cuts, _storage_excess, compute_bounds, residue_cuts, storage_mii
+from twill.arch.registry import get_arch
+from twill.bounds import _gap_cuts, _storage_excess, bound_and_reason, compute_bounds, residue_cuts, storage_mii
 from twill.errors import InfeasibleError
+from twill.frontend.programs import load_program
 from twill.problem import build_problem
-from twill.programs import load_program
-from twill.registry import get_arch
 from twill.solver import SolveOptions, lower_bound
-from twill.solver.search import bound_and_reason
 
 
 def _fa4(**params):

@@ -11,8 +11,16 @@ from pathlib import Path
 
 import pytest
 
-from twill.arch_toml import load_arch_toml
-from twill.calibrate import CalibrationError, calibrated_toml, datasheet_toml, derive, fit_line, load_base, load_results
+from twill.arch.calibrate import (
+    CalibrationError,
+    calibrated_toml,
+    datasheet_toml,
+    derive,
+    fit_line,
+    load_base,
+    load_results,
+)
+from twill.arch.toml import load_arch_toml
 from twill.errors import ArchError
 
 ROOT = Path(__file__).resolve().parents[1]

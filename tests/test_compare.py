@@ -36,7 +36,7 @@ def test_heuristic_on_fa_forward_is_above_the_fixed_split_optimum():
     best schedule under Triton's split is 2154 (its proven lower bound: the consumer's issue slots);
     Rau's IMS under the same split is valid and no better than either."""
     from twill.compare import _heuristic
-    from twill.heuristics import ims_triton_split
+    from twill.solver.ims import ims_triton_split
 
     p = problem("fa_fwd", "h100", subtiles=2)
     row = _heuristic("ims", ims_triton_split(p))

@@ -23,15 +23,15 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
+from twill.arch.registry import get_arch
 from twill.errors import InfeasibleError
-from twill.heuristics import ims_swp, ims_triton_split
 from twill.problem import Problem, build_problem
 from twill.random_loops import random_body, sequential_witness, tiny_arch, witness_ii
-from twill.registry import get_arch
 from twill.schedule import Schedule
 from twill.solver import SolveOptions, lower_bound, solve
 from twill.solver.exhaustive import SearchStats, solve_exhaustive
-from twill.solver.search import producer_consumer_split
+from twill.solver.ims import ims_swp, ims_triton_split
+from twill.solver.strategies import producer_consumer_split
 from twill.solver.z3_backend import solve_z3
 from twill.validate import validate
 

@@ -228,7 +228,7 @@ def test_program_files_that_misbehave(case, tmp_path, capsys):
 @pytest.fixture(scope="module")
 def gemm_schedule():
     from tests.conftest import problem
-    from twill.heuristics import ims_triton_split
+    from twill.solver.ims import ims_triton_split
 
     return ims_triton_split(problem("gemm", "h100")).schedule.to_dict()
 

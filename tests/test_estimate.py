@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from twill.arch.registry import get_arch
 from twill.estimate import causal_iterations, estimate_fa_backward, estimate_fa_forward, estimate_gemm
-from twill.registry import get_arch
 
 # The H100 model before calibration (issue 8; tests/data/h100_datasheet.toml, checked against archs/h100.toml by
 # tests/test_calibrate.py): the hand-worked cycle counts in this file are its datasheet and proxy costs, so a

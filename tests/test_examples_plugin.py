@@ -64,7 +64,7 @@ def test_plugin_arch_file_loads_with_a_source_for_every_number():
     """The shipped TOML passes twill's own loader (which refuses an unsourced number), names the arch
     the entry point promises, and doubles the H100's 16 exp2 per clock."""
     # given
-    from twill.arch_toml import load_arch_toml
+    from twill.arch.toml import load_arch_toml
 
     # when
     fast = load_arch_toml(PLUGIN / "src" / "twill_arch_h100_fastexp" / "h100-fastexp.toml", origin="file")

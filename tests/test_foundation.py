@@ -5,12 +5,12 @@ from __future__ import annotations
 import pytest
 
 from tests.conftest import problem, shared_graph
+from twill.arch.registry import available_archs, get_arch
 from twill.bounds import compute_bounds
 from twill.errors import GraphError
+from twill.frontend.programs import list_programs, load_program
 from twill.ir import Edge, LoopBody, Op, Use
 from twill.problem import build_problem
-from twill.programs import list_programs, load_program
-from twill.registry import available_archs, get_arch
 
 
 def test_builtin_archs_have_sources():

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from twill.gantt import gantt_figure, group_label, render_gantt, schedule_gantt
+from twill.arch.registry import get_arch
+from twill.frontend.programs import load_program
 from twill.problem import build_problem
-from twill.programs import load_program
-from twill.registry import get_arch
 from twill.solver import SolveOptions, solve
 from twill.timeline import Span, static_spans
+from twill.viz.gantt import gantt_figure, group_label, render_gantt, schedule_gantt
 
 
 @pytest.fixture(scope="module")
@@ -101,6 +101,6 @@ def test_importing_does_not_touch_the_backend():
     import matplotlib
 
     before = matplotlib.rcParams["backend"]
-    import twill.gantt  # noqa: F401
+    import twill.viz.gantt  # noqa: F401
 
     assert matplotlib.rcParams["backend"] == before

@@ -8,10 +8,10 @@ import time
 import pytest
 
 from tests.conftest import problem
-from twill.heuristics import _first_free, ims_swp, ims_triton_split, iterative_modulo_schedule
 from twill.ir import Carrier, Edge, Issuer, LoopBody, Op, Use
 from twill.problem import build_problem
 from twill.solver import SolveOptions, lower_bound
+from twill.solver.ims import _first_free, ims_swp, ims_triton_split, iterative_modulo_schedule
 from twill.validate import validate
 
 PROGRAMS = [("toy", {}), ("gemm", {}), ("fa_fwd", {}), ("fa_fwd", {"subtiles": 2}), ("fa_bwd", {})]

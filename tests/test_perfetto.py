@@ -6,12 +6,12 @@ import json
 
 import pytest
 
-from twill.perfetto import trace_events, write_trace
+from twill.arch.registry import get_arch
+from twill.frontend.programs import load_program
 from twill.problem import build_problem
-from twill.programs import load_program
-from twill.registry import get_arch
 from twill.solver import SolveOptions, solve
 from twill.timeline import Span, static_spans
+from twill.viz.perfetto import trace_events, write_trace
 
 
 @pytest.fixture(scope="module")

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
+from twill.arch.registry import get_arch
 from twill.errors import SimulationError
+from twill.frontend.programs import load_program
 from twill.ir import Carrier, Edge, Issuer, LoopBody, Op, Use
 from twill.problem import Problem, build_problem
-from twill.programs import load_program
-from twill.registry import get_arch
 from twill.schedule import Buffer, Group, Schedule, ScheduledOp
 from twill.sim import Span, simulate
 from twill.sim.engine import Engine

@@ -8,8 +8,8 @@ import pytest
 
 from tests.conftest import problem, shared_graph
 from twill.errors import InfeasibleError
+from twill.frontend.programs import load_program
 from twill.problem import build_problem
-from twill.programs import load_program
 from twill.solver import SolveOptions, solve
 from twill.validate import validate
 

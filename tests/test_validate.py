@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from twill.arch import Arch, Fact
+from twill.arch.model import Arch, Fact
+from twill.arch.registry import get_arch
+from twill.frontend.programs import load_program
 from twill.ir import Issuer, LoopBody, Op, Use
 from twill.problem import Problem, build_problem
-from twill.programs import load_program
-from twill.registry import get_arch
 from twill.schedule import Buffer, Group, Schedule, ScheduledOp
 from twill.solver import SolveOptions, solve
 from twill.validate import RULES, Violation, problem_for, validate

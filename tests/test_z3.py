@@ -163,7 +163,7 @@ def test_a_register_handoff_between_groups_costs_cycles_and_smem():
 def test_strategy_restrictions_match_cpsat():
     """The baselines' restrictions (Triton's fixed split, no cross-iteration pipelining) give
     the same optimal II in z3, CP-SAT and exhaustive search."""
-    from twill.solver.search import producer_consumer_split
+    from twill.solver.strategies import producer_consumer_split
 
     load = Op(name="load", kind="load", uses=(Use(unit="tma", length=2),), latency=4, is_async=True,
               issuer=Issuer.THREAD, variable_latency=True, streaming=True)

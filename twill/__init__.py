@@ -5,9 +5,8 @@ The pipeline is a chain of functions over values:
 ``solve`` -> ``Schedule`` -> ``validate`` / ``simulate`` / ``render_gantt``.
 """
 
-from . import ops
-from .arch import Arch, Cost, Fact, Unit
-from .errors import (
+from twill.arch.model import Arch, Cost, Fact, Unit
+from twill.errors import (
     ArchError,
     GraphError,
     InfeasibleError,
@@ -18,7 +17,8 @@ from .errors import (
     SimulationError,
     TwillError,
 )
-from .ir import Carrier, Edge, Issuer, LoopBody, LoopBuilder, Op, Use
+from twill.frontend import ops
+from twill.ir import Carrier, Edge, Issuer, LoopBody, LoopBuilder, Op, Use
 
 __all__ = [
     "Arch", "Cost", "Fact", "Unit", "Carrier", "Edge", "Issuer", "LoopBody", "LoopBuilder", "Op", "Use", "ops",

@@ -14,10 +14,13 @@ from dataclasses import dataclass
 
 import networkx as nx
 
-from .problem import Problem, read_time
+from twill.errors import InfeasibleError
+from twill.options import SolveOptions
+from twill.problem import Problem, read_time
 
 __all__ = ["UnitBound", "Recurrence", "Bounds", "StorageBound", "ResidueCut", "res_mii", "rec_mii", "storage_mii",
-           "compute_bounds", "residue_cuts"]
+           "compute_bounds", "residue_cuts", "lower_bound", "bound_and_reason", "sequential_ii",
+           "stage_bound"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -296,3 +299,45 @@ def _gap_cuts(a: str, b: str, p: int, la: int, lb: int, shift: int, lo: int, hi:
         if first <= last:
             out.append(ResidueCut(a, b, t, la + shift, first, last))
     return out
+
+
+def lower_bound(problem: Problem, options: SolveOptions, bounds: Bounds | None = None) -> int:
+    """II can be no smaller than the unit and recurrence bounds, nor than any op's group hold,
+    nor (joint problem) than the II at which the memories hold their values on average."""
+    return bound_and_reason(problem, options, bounds)[0]
+
+
+def bound_and_reason(problem: Problem, options: SolveOptions, bounds: Bounds | None = None) -> tuple[int, str]:
+    """``lower_bound`` and a sentence naming what binds it."""
+    b = bounds or compute_bounds(problem)
+    lb, why = b.mii, b.binding()
+    if options.swp_only:
+        return lb, why
+    holder = max(problem.ops, key=lambda op: problem.hold(op.name))
+    if problem.hold(holder.name) > lb:
+        lb, why = problem.hold(holder.name), f"op {holder.name!r} holds its warp group {problem.hold(holder.name)} cycles"
+    try:
+        storage = storage_mii(problem, lb, sequential_ii(problem))
+    except ValueError as err:
+        raise InfeasibleError(f"{problem.body.name!r} on {problem.arch.name!r}: infeasible: {err}",
+                              reason=str(err)) from None
+    if storage is not None:
+        lb, why = storage.ii, storage.sentence()
+    return lb, why
+
+
+def sequential_ii(problem: Problem) -> int:
+    """An II at which one iteration runs alone, op after op: the search stops above it."""
+    span = sum(problem.span(op.name) for op in problem.ops)
+    return span + sum(problem.cross_group_cost(e) + e.latency for e in problem.edges) + 1
+
+
+def stage_bound(problem: Problem, ii_lo: int, joint: bool) -> int:
+    """Stages any optimal schedule needs at most at II >= ``ii_lo`` (design.md §2.2): with offsets
+    fixed, the least stage assignment of the difference constraints spans at most (|V|-1) * M stages."""
+    worst_cost = max((problem.cross_group_cost(e) for e in problem.edges), default=0) if joint else 0
+    m = max(
+        [math.ceil((e.latency + worst_cost) / ii_lo) + 1 + e.distance for e in problem.edges]
+        + [math.ceil(problem.span(op.name) / ii_lo) + 1 for op in problem.ops]
+    )
+    return max(1, (len(problem.ops) - 1) * m)

@@ -10,7 +10,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from .errors import TwillError
+from twill.errors import TwillError
 
 __all__ = ["main"]
 
@@ -35,14 +35,14 @@ def _table(rows: list[list[str]], header: list[str]) -> str:
 
 
 def _arch(name: str):
-    from .registry import get_arch
+    from twill.arch.registry import get_arch
 
     return get_arch(name)
 
 
 def _problem(args: argparse.Namespace):
-    from .problem import build_problem
-    from .programs import load_program, parse_params, program_info
+    from twill.frontend.programs import load_program, parse_params, program_info
+    from twill.problem import build_problem
 
     arch = _arch(args.arch)
     params: dict = {}
@@ -56,7 +56,7 @@ def _problem(args: argparse.Namespace):
 
 # -- commands ---------------------------------------------------------------------------------
 def cmd_archs(args: argparse.Namespace) -> int:
-    from .registry import available_archs
+    from twill.arch.registry import available_archs
 
     archs = available_archs()
     rows = []
@@ -81,7 +81,7 @@ def cmd_archs(args: argparse.Namespace) -> int:
 
 
 def cmd_programs(args: argparse.Namespace) -> int:
-    from .programs import describe_parameters, list_programs
+    from twill.frontend.programs import describe_parameters, list_programs
 
     rows = [[p.name, describe_parameters(p) or "-", p.description] for p in list_programs()]
     print(_table(rows, ["program", "parameters (defaults)", "description"]))
@@ -90,7 +90,7 @@ def cmd_programs(args: argparse.Namespace) -> int:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    from .bounds import compute_bounds
+    from twill.bounds import compute_bounds
 
     p = _problem(args)
     print(f"{p.body.name} on {p.arch.name}: {len(p.ops)} ops, {len(p.edges)} edges"
@@ -114,8 +114,8 @@ def cmd_show(args: argparse.Namespace) -> int:
     if b.recurrence:
         r = b.recurrence
         print(f"critical recurrence: {' -> '.join(r.ops)} -> {r.ops[0]} (latency {r.latency}, distance {r.distance})")
-    from .solver.model import SolveOptions
-    from .solver.search import bound_and_reason
+    from twill.bounds import bound_and_reason
+    from twill.options import SolveOptions
 
     joint, why = bound_and_reason(p, SolveOptions(), b)
     if joint > b.mii:
@@ -124,7 +124,7 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 
 def _options(args: argparse.Namespace):
-    from .solver import SolveOptions
+    from twill.options import SolveOptions
 
     return SolveOptions(
         objective=tuple(x.strip() for x in args.objective.split(",")),
@@ -140,7 +140,7 @@ def _options(args: argparse.Namespace):
 
 
 def print_summary(problem, sched) -> None:
-    from .bounds import compute_bounds
+    from twill.bounds import compute_bounds
 
     b = compute_bounds(problem)
     print(f"{sched.program} on {sched.arch}: II = {sched.ii} cycles ({sched.status}), lower bound {sched.ii_lower_bound}")
@@ -173,11 +173,11 @@ def print_summary(problem, sched) -> None:
 
 
 def cmd_solve(args: argparse.Namespace) -> int:
-    from .solver import solve
+    from twill.solver import solve
 
     problem = _problem(args)
     if getattr(args, "solver", "cpsat") == "z3":
-        from .solver.z3_backend import solve_z3 as solve
+        from twill.solver.z3_backend import solve_z3 as solve
     sched = solve(problem, _options(args))
     print_summary(problem, sched)
     _check(problem, sched)
@@ -193,7 +193,7 @@ def cmd_solve(args: argparse.Namespace) -> int:
 
 def _check(problem, sched) -> None:
     """Every schedule twill prints passes the independent validator, or the command fails."""
-    from .validate import validate
+    from twill.validate import validate
 
     violations = validate(problem, sched)
     if violations:
@@ -203,15 +203,15 @@ def _check(problem, sched) -> None:
 
 
 def _write_gantt(problem, sched, path: str) -> None:
-    from .gantt import render_gantt, schedule_gantt
+    from twill.viz.gantt import render_gantt, schedule_gantt
 
     render_gantt(schedule_gantt(problem, sched), path)
     print(f"wrote {path}")
 
 
 def _write_static_trace(problem, sched, path: str) -> None:
-    from .perfetto import write_trace
-    from .timeline import static_spans
+    from twill.timeline import static_spans
+    from twill.viz.perfetto import write_trace
 
     write_trace(static_spans(problem, sched, sched.stages + 2), path, clock_mhz=float(problem.arch.chip["clock_mhz"].value),
                 name=f"{sched.program} on {sched.arch} (static schedule)")
@@ -219,15 +219,15 @@ def _write_static_trace(problem, sched, path: str) -> None:
 
 
 def _load(path: str):
-    from .schedule import Schedule
-    from .validate import problem_for
+    from twill.schedule import Schedule
+    from twill.validate import problem_for
 
     sched = Schedule.read(path)
     return problem_for(sched), sched
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    from .compare import HEADER, compare, swp_reference, table
+    from twill.compare import HEADER, compare, swp_reference, table
 
     problem = _problem(args)
     options = _options(args)
@@ -240,7 +240,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    from .validate import validate
+    from twill.validate import validate
 
     problem, sched = _load(args.schedule)
     violations = validate(problem, sched)
@@ -254,7 +254,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 
 def cmd_simulate(args: argparse.Namespace) -> int:
-    from .sim import simulate
+    from twill.sim import simulate
 
     problem, sched = _load(args.schedule)
     result = simulate(problem, sched, iterations=args.iterations, jitter=args.jitter, seed=args.seed)
@@ -270,13 +270,13 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     for w in result.warnings:
         print(f"warning: {w}")
     if args.trace:
-        from .perfetto import write_trace
+        from twill.viz.perfetto import write_trace
 
         write_trace(list(result.trace.spans), args.trace, clock_mhz=float(problem.arch.chip["clock_mhz"].value),
                     name=f"{sched.program} on {sched.arch} (simulated)")
         print(f"wrote {args.trace}")
     if args.gantt:
-        from .gantt import gantt_figure, render_gantt
+        from twill.viz.gantt import gantt_figure, render_gantt
 
         fig = gantt_figure(list(result.trace.spans), ii=sched.ii, title=f"{sched.program} on {sched.arch}: simulated")
         render_gantt(fig, args.gantt)
@@ -287,8 +287,8 @@ def cmd_simulate(args: argparse.Namespace) -> int:
 def cmd_gantt(args: argparse.Namespace) -> int:
     problem, sched = _load(args.schedule)
     if args.simulated:
-        from .gantt import gantt_figure, render_gantt
-        from .sim import simulate
+        from twill.sim import simulate
+        from twill.viz.gantt import gantt_figure, render_gantt
 
         result = simulate(problem, sched, iterations=args.iterations)
         fig = gantt_figure(list(result.trace.spans), ii=sched.ii, title=f"{sched.program} on {sched.arch}: simulated")
@@ -300,7 +300,7 @@ def cmd_gantt(args: argparse.Namespace) -> int:
 
 
 def cmd_estimate(args: argparse.Namespace) -> int:
-    from . import estimate as est
+    from twill import estimate as est
 
     problem, sched = _load(args.schedule)
     params = dict(sched.body.params)
@@ -324,8 +324,8 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     """Measure this machine's GPU (or read earlier results) and write an arch TOML from the numbers."""
     from pathlib import Path
 
-    from . import calibrate as cal
-    from .arch_toml import load_arch_toml
+    from twill.arch import calibrate as cal
+    from twill.arch.toml import load_arch_toml
 
     results_dir = Path(args.from_results) if args.from_results else cal.run_suite(args.results_out)
     results = cal.load_results(results_dir)

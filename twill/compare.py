@@ -4,7 +4,7 @@ Two kinds of baseline:
 
 * restrictions of the joint CP-SAT model (``SolveOptions.fixed_groups``, ``single_stage``): the
   best schedule a strategy allows, so their II can never beat the proven optimum;
-* Rau's iterative modulo scheduling under Triton's fixed warp split (``twill.heuristics``): what a
+* Rau's iterative modulo scheduling under Triton's fixed warp split (``twill.solver.ims``): what a
   compiler's heuristic pipeliner actually finds, with no optimality claim.
 
 Every schedule in the table passes the same validator, and ``compare`` cross-checks the rows: a
@@ -18,13 +18,13 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from .errors import InfeasibleError, TwillError
-from .heuristics import ImsResult, ims_swp, ims_triton_split
-from .problem import Problem
-from .schedule import Schedule
-from .solver import SolveOptions, lower_bound, solve
-from .solver.search import producer_consumer_split
-from .validate import validate
+from twill.errors import InfeasibleError, TwillError
+from twill.problem import Problem
+from twill.schedule import Schedule
+from twill.solver import SolveOptions, lower_bound, solve
+from twill.solver.ims import ImsResult, ims_swp, ims_triton_split
+from twill.solver.strategies import producer_consumer_split
+from twill.validate import validate
 
 __all__ = ["StrategyResult", "triton_split", "compare", "swp_reference", "table"]
 

@@ -16,8 +16,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from .arch import Arch
-from .errors import UsageError
+from twill.arch.model import Arch
+from twill.errors import UsageError
 
 __all__ = ["Estimate", "estimate_fa_forward", "estimate_fa_backward", "estimate_gemm", "causal_iterations"]
 

@@ -19,7 +19,7 @@ from typing import Any
 
 import networkx as nx
 
-from .errors import GraphError
+from twill.errors import GraphError
 
 __all__ = ["Carrier", "Issuer", "Use", "Op", "Edge", "LoopBody", "LoopBuilder", "MAX_CYCLES", "MAX_DISTANCE",
            "MAX_SIZE"]

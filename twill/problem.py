@@ -14,9 +14,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 
-from .arch import Arch
-from .errors import InfeasibleError, ProblemError
-from .ir import MAX_CYCLES, Carrier, Edge, LoopBody, Op, Use
+from twill.arch.model import Arch
+from twill.errors import InfeasibleError, ProblemError
+from twill.ir import MAX_CYCLES, Carrier, Edge, LoopBody, Op, Use
 
 __all__ = ["Problem", "build_problem", "read_time"]
 
@@ -68,6 +68,12 @@ class Problem:
         if base and self.is_blocking_consumer(name):
             base += self.wait_cycles
         return base
+
+    def span(self, name: str) -> int:
+        """Cycles from op ``name``'s issue until it is done with everything: its result (latency),
+        its warp group (hold) and its units (busy); one iteration run alone spans their sum."""
+        op = self.body.op(name)
+        return max(op.latency, self.hold(name), op.busy_cycles)
 
     def cross_group_cost(self, edge: Edge) -> int:
         """Extra cycles when ``edge`` joins ops of different warp groups.
@@ -202,8 +208,8 @@ def build_problem(body: LoopBody, arch: Arch) -> Problem:
 
     Examples
     --------
-    >>> from twill.programs import load_program
-    >>> from twill.registry import get_arch
+    >>> from twill.frontend.programs import load_program
+    >>> from twill.arch.registry import get_arch
     >>> p = build_problem(load_program("toy", get_arch("h100")), get_arch("h100"))
     >>> p.capacity["tc"], p.op("S").units()
     (1, ('tc',))

@@ -35,10 +35,10 @@ from collections.abc import Callable
 
 import networkx as nx
 
-from .arch import Arch
-from .arch_toml import arch_from_dict
-from .ir import Carrier, Edge, Issuer, LoopBody, Op, Use
-from .problem import Problem
+from twill.arch.model import Arch
+from twill.arch.toml import arch_from_dict
+from twill.ir import Carrier, Edge, Issuer, LoopBody, Op, Use
+from twill.problem import Problem
 
 __all__ = ["PROFILES", "random_body", "tiny_arch", "sequential_witness", "witness_ii"]
 
@@ -441,8 +441,8 @@ def sequential_witness(problem: Problem, *, swp_only: bool = False):
     >>> validate(p, sequential_witness(p))
     []
     """
-    from .solver.assemble import Assignment, assemble, copies_needed
-    from .solver.model import SolveOptions
+    from twill.options import SolveOptions
+    from twill.solver.assemble import Assignment, assemble, copies_needed
 
     starts, groups, ii = _witness_plan(problem)
     arch = problem.arch

@@ -13,8 +13,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .errors import GraphError, ScheduleError
-from .ir import Carrier, Edge, Issuer, LoopBody, Op, Use
+from twill.errors import GraphError, ScheduleError
+from twill.ir import Carrier, Edge, Issuer, LoopBody, Op, Use
+from twill.jsonfile import read_json
 
 __all__ = ["ScheduledOp", "Group", "Buffer", "Schedule", "body_to_dict", "body_from_dict", "FORMAT"]
 
@@ -160,7 +161,6 @@ class Schedule:
 
     @classmethod
     def read(cls, path: str | Path) -> Schedule:
-        from .ddg_import import read_json
 
         p = Path(path)
         return cls.from_dict(read_json(p, "schedule", ScheduleError), str(p))

@@ -3,7 +3,7 @@
 A ``Span`` says that something occupied one track of the machine over ``[start, end)`` cycles:
 a functional unit (``kind="busy"``) or a warp group (``"hold"``/``"issue"`` while it issues,
 ``"wait"`` while it stalls). The static schedule and the simulator's trace are both lists of
-spans, so the Gantt chart (``twill.gantt``) and the Perfetto export (``twill.perfetto``) draw
+spans, so the Gantt chart (``twill.viz.gantt``) and the Perfetto export (``twill.viz.perfetto``) draw
 either one, and a claimed schedule can be laid next to what the simulator says happened.
 """
 
@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .errors import UsageError
-from .problem import Problem
-from .schedule import Schedule
+from twill.errors import UsageError
+from twill.problem import Problem
+from twill.schedule import Schedule
 
 __all__ = ["Span", "KINDS", "static_spans"]
 
@@ -51,9 +51,9 @@ def static_spans(problem: Problem, schedule: Schedule, iterations: int = 3) -> l
 
     Examples
     --------
-    >>> from twill.programs import load_program
+    >>> from twill.frontend.programs import load_program
     >>> from twill.problem import build_problem
-    >>> from twill.registry import get_arch
+    >>> from twill.arch.registry import get_arch
     >>> from twill.solver import SolveOptions, solve
     >>> arch = get_arch("h100")
     >>> p = build_problem(load_program("toy", arch), arch)

@@ -17,11 +17,11 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from .errors import ScheduleError
-from .ir import Carrier, Edge, Op
-from .problem import Problem, build_problem
-from .registry import get_arch
-from .schedule import Schedule
+from twill.arch.registry import get_arch
+from twill.errors import ScheduleError
+from twill.ir import Carrier, Edge, Op
+from twill.problem import Problem, build_problem
+from twill.schedule import Schedule
 
 __all__ = ["Violation", "RULES", "validate", "problem_for", "read_time", "lifetime", "ring_depth",
            "check_structure", "check_dependences", "check_unit_capacity", "check_in_order_issue",
@@ -373,8 +373,8 @@ def validate(problem: Problem | None, schedule: Schedule) -> list[Violation]:
 
     Examples
     --------
-    >>> from twill.registry import get_arch
-    >>> from twill.programs import load_program
+    >>> from twill.arch.registry import get_arch
+    >>> from twill.frontend.programs import load_program
     >>> from twill.problem import build_problem
     >>> from twill.solver import solve, SolveOptions
     >>> arch = get_arch("h100")

@@ -17,10 +17,10 @@ import json
 import math
 from pathlib import Path
 
+from twill.arch.registry import get_arch
 from twill.estimate import estimate_fa_forward, estimate_gemm
+from twill.frontend.programs import load_program
 from twill.problem import build_problem
-from twill.programs import load_program
-from twill.registry import get_arch
 from twill.schedule import Schedule
 from twill.sim import simulate
 from twill.solver import SolveOptions, solve

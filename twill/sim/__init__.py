@@ -7,7 +7,7 @@ II; jitter on variable-latency ops shows how much slack it has; a deadlock raise
 ``SimulationError`` naming who waits on what.
 """
 
-from .gpu import STALL_CAUSES, SimResult, simulate
-from .trace import Span, Trace
+from twill.sim.gpu import STALL_CAUSES, SimResult, simulate
+from twill.sim.trace import Span, Trace
 
 __all__ = ["simulate", "SimResult", "Span", "Trace", "STALL_CAUSES"]

@@ -24,13 +24,13 @@ import random
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from ..errors import SimulationError, UsageError
-from ..ir import Edge, Op
-from ..problem import Problem
-from ..schedule import Schedule
-from ..validate import lifetime, read_time, ring_depth
-from .engine import Engine
-from .trace import Span, Trace
+from twill.errors import SimulationError, UsageError
+from twill.ir import Edge, Op
+from twill.problem import Problem
+from twill.schedule import Schedule
+from twill.sim.engine import Engine
+from twill.sim.trace import Span, Trace
+from twill.validate import lifetime, read_time, ring_depth
 
 __all__ = ["SimResult", "simulate", "STALL_CAUSES"]
 
@@ -349,8 +349,8 @@ def simulate(problem: Problem, schedule: Schedule, iterations: int = 16, jitter:
 
     Examples
     --------
-    >>> from twill.registry import get_arch
-    >>> from twill.programs import load_program
+    >>> from twill.arch.registry import get_arch
+    >>> from twill.frontend.programs import load_program
     >>> from twill.problem import build_problem
     >>> from twill.solver import solve, SolveOptions
     >>> arch = get_arch("h100")

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
-from ..timeline import Span
+from twill.timeline import Span
 
 __all__ = ["Span", "Trace", "SPAN_KINDS"]
 

@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from ..problem import Problem
-from ..schedule import Buffer, Group, Schedule, ScheduledOp
-from .model import SolveOptions
+from twill.options import SolveOptions
+from twill.problem import Problem
+from twill.schedule import Buffer, Group, Schedule, ScheduledOp
 
 __all__ = ["Assignment", "assemble", "copies_needed", "role_of"]
 

@@ -30,13 +30,13 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from ..errors import InfeasibleError
-from ..problem import Problem, read_time
-from ..schedule import Schedule
-from ..validate import validate
-from .assemble import Assignment, assemble, copies_needed
-from .model import ScheduleModel, SolveOptions
-from .search import _upper_cap, lower_bound
+from twill.bounds import lower_bound, sequential_ii, stage_bound
+from twill.errors import InfeasibleError
+from twill.options import SolveOptions
+from twill.problem import Problem, read_time
+from twill.schedule import Schedule
+from twill.solver.assemble import Assignment, assemble, copies_needed
+from twill.validate import validate
 
 __all__ = ["solve_exhaustive", "SearchStats"]
 
@@ -395,9 +395,9 @@ def solve_exhaustive(problem: Problem, options: SolveOptions | None = None, *, s
 
     Examples
     --------
-    >>> from twill.programs import load_program
+    >>> from twill.frontend.programs import load_program
     >>> from twill.problem import build_problem
-    >>> from twill.registry import get_arch
+    >>> from twill.arch.registry import get_arch
     >>> arch = get_arch("h100")
     >>> sched = solve_exhaustive(build_problem(load_program("toy", arch), arch))
     >>> sched.ii, sched.status
@@ -407,10 +407,10 @@ def solve_exhaustive(problem: Problem, options: SolveOptions | None = None, *, s
     stats = stats if stats is not None else SearchStats()
     began = time.monotonic()
     lb = lower_bound(problem, options) if ii_from is None else ii_from
-    cap = _upper_cap(problem)
+    cap = sequential_ii(problem)
     if not options.swp_only and problem.impossibilities():
         cap = lb - 1  # no II can hold a buffer that is larger than its memory
-    search = _Search(problem, options, ScheduleModel(problem, options, lb, lb).max_stage, stats)
+    search = _Search(problem, options, stage_bound(problem, lb, not options.swp_only), stats)
     for ii in range(lb, cap + 1):
         try:
             for starts, groups, warps, regs in search.at(ii, began + options.time_limit):

@@ -11,51 +11,20 @@ an interval at offset p in [0, II) is placed twice, at p and at p - II, and a pl
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, fields, replace
 
 from ortools.sat.python import cp_model
 
-from ..bounds import residue_cuts
-from ..ir import Carrier, Op
-from ..problem import Problem
-from ..problem import read_time as _read_time
+from twill.bounds import residue_cuts, stage_bound
+from twill.ir import Carrier, Op
+from twill.options import SolveOptions
+from twill.problem import Problem
+from twill.problem import read_time as _read_time
 
-__all__ = ["SolveOptions", "ScheduleModel", "JOINT_FAMILIES", "build_model"]
+__all__ = ["ScheduleModel", "JOINT_FAMILIES", "build_model"]
 
 LinearExpr = cp_model.LinearExprT
-OBJECTIVES = ("ii", "groups", "handoffs", "regs", "length")
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class SolveOptions:
-    """What to optimise and which constraint families to apply."""
-
-    objective: tuple[str, ...] = OBJECTIVES
-    swp_only: bool = False  # pure modulo scheduling: no groups, registers, hand-offs or memory
-    time_limit: float = 120.0  # seconds for the whole solve
-    phase_limit: float = 10.0  # seconds for each secondary objective (its proof may stop early)
-    workers: int = 0  # CP-SAT search workers; 0 = one per core
-    max_groups: int = 8
-    max_warps: int | None = None  # ablation: fewer warps than the CTA allows
-    no_handoff: bool = False  # ablation: no register value may cross warp groups
-    isolate_variable_latency: bool = True
-    fixed_groups: tuple[tuple[str, int], ...] = ()  # baseline strategies: op -> warp group, imposed
-    single_stage: bool = False  # baseline: no cross-iteration pipelining (each iteration within II)
-    progress: Callable[[str], None] | None = field(default=None, compare=False)
-
-    def __post_init__(self) -> None:
-        from ..errors import TwillError
-
-        unknown = [o for o in self.objective if o not in OBJECTIVES]
-        if unknown or not self.objective or self.objective[0] != "ii" or len(set(self.objective)) != len(self.objective):
-            raise TwillError(
-                f"objective {','.join(self.objective)!r}: must start with 'ii' and then name, once each, any of "
-                f"{', '.join(OBJECTIVES[1:])}"
-            )
-        if self.max_groups < 1:
-            raise TwillError(f"max_groups {self.max_groups}: must be at least 1")
 
 
 def _upper(var: cp_model.IntVar) -> int:
@@ -73,7 +42,8 @@ class ScheduleModel:
         self.ii_lo, self.ii_hi = ii_lo, ii_hi
         self.ii = self.m.new_int_var(ii_lo, ii_hi, "ii")
         self.joint = not options.swp_only
-        self.max_stage = self._stage_bound() if max_stage is None else min(max_stage, self._stage_bound())
+        bound = stage_bound(self.p, self.ii_lo, self.joint)
+        self.max_stage = bound if max_stage is None else min(max_stage, bound)
         horizon = (self.max_stage + 1) * ii_hi
         self.start: dict[str, cp_model.IntVar] = {}
         self.stage: dict[str, cp_model.IntVar] = {}
@@ -86,9 +56,9 @@ class ScheduleModel:
             base = self.m.new_int_var(0, horizon, f"stage_start[{op.name}]")
             self.m.add_multiplication_equality(base, [k, self.ii])
             self.m.add(s == base + f)
-        self.length = self.m.new_int_var(0, horizon + max(self._span(op) for op in problem.ops), "length")
+        self.length = self.m.new_int_var(0, horizon + max(self.p.span(op.name) for op in problem.ops), "length")
         for op in problem.ops:
-            self.m.add(self.length >= self.start[op.name] + self._span(op))
+            self.m.add(self.length >= self.start[op.name] + self.p.span(op.name))
         self.groups = range(min(options.max_groups, len(problem.ops))) if self.joint else range(1)
         self.in_group: dict[tuple[str, int], cp_model.IntVar] = {}
         self.group_of: dict[str, cp_model.IntVar] = {}
@@ -113,19 +83,6 @@ class ScheduleModel:
             self.anchored.proto.domain[0] = 0
 
     # -- facts derived from the problem ------------------------------------------------------
-    def _span(self, op: Op) -> int:
-        return max(op.latency, self.p.hold(op.name), op.busy_cycles)
-
-    def _stage_bound(self) -> int:
-        """Stages any optimal schedule needs at most (design.md §2.2): with offsets fixed, the
-        least stage assignment of the difference constraints spans at most (|V|-1) * M stages."""
-        worst_cost = max((self.p.cross_group_cost(e) for e in self.p.edges), default=0) if self.joint else 0
-        m = max(
-            [math.ceil((e.latency + worst_cost) / self.ii_lo) + 1 + e.distance for e in self.p.edges]
-            + [math.ceil(self._span(op) / self.ii_lo) + 1 for op in self.p.ops]
-        )
-        return max(1, (len(self.p.ops) - 1) * m)
-
     def lifetime_of(self, op: Op) -> tuple[cp_model.IntVar, cp_model.IntVar]:
         """(full copies, remainder) of the storage of ``op``'s result: it is held from the op's
         issue until its last reader is done, ``full * II + remainder`` cycles."""

@@ -22,14 +22,16 @@ from dataclasses import dataclass, replace
 
 from ortools.sat.python import cp_model
 
-from ..bounds import Bounds, compute_bounds, storage_mii
-from ..errors import InfeasibleError
-from ..problem import Problem
-from ..schedule import Schedule
-from .assemble import Assignment, assemble
-from .model import ScheduleModel, SolveOptions, build_model
+from twill.bounds import bound_and_reason, compute_bounds, sequential_ii, stage_bound
+from twill.errors import InfeasibleError
+from twill.options import SolveOptions
+from twill.problem import Problem
+from twill.schedule import Schedule
+from twill.solver.assemble import Assignment, assemble
+from twill.solver.model import ScheduleModel, build_model
+from twill.solver.strategies import producer_consumer_split
 
-__all__ = ["solve", "SolveOptions", "lower_bound"]
+__all__ = ["solve"]
 
 
 @dataclass
@@ -100,37 +102,6 @@ def _solve_until_stall(solver: cp_model.CpSolver, model: cp_model.CpModel, progr
         watcher.join()
 
 
-def lower_bound(problem: Problem, options: SolveOptions, bounds: Bounds | None = None) -> int:
-    """II can be no smaller than the unit and recurrence bounds, nor than any op's group hold,
-    nor (joint problem) than the II at which the memories hold their values on average."""
-    return bound_and_reason(problem, options, bounds)[0]
-
-
-def bound_and_reason(problem: Problem, options: SolveOptions, bounds: Bounds | None = None) -> tuple[int, str]:
-    """``lower_bound`` and a sentence naming what binds it."""
-    b = bounds or compute_bounds(problem)
-    lb, why = b.mii, b.binding()
-    if options.swp_only:
-        return lb, why
-    holder = max(problem.ops, key=lambda op: problem.hold(op.name))
-    if problem.hold(holder.name) > lb:
-        lb, why = problem.hold(holder.name), f"op {holder.name!r} holds its warp group {problem.hold(holder.name)} cycles"
-    try:
-        storage = storage_mii(problem, lb, _upper_cap(problem))
-    except ValueError as err:
-        raise InfeasibleError(f"{problem.body.name!r} on {problem.arch.name!r}: infeasible: {err}",
-                              reason=str(err)) from None
-    if storage is not None:
-        lb, why = storage.ii, storage.sentence()
-    return lb, why
-
-
-def _upper_cap(problem: Problem) -> int:
-    """An II at which one iteration runs alone, op after op: the search stops above it."""
-    span = sum(max(op.latency, problem.hold(op.name), op.busy_cycles) for op in problem.ops)
-    return span + sum(problem.cross_group_cost(e) + e.latency for e in problem.edges) + 1
-
-
 # Two CP-SAT workers that together both find and refute: the LP-heavy search and restarts. CP-SAT's
 # own choice for two workers took 4-22 s to refute the memory relaxation over [2148, 2279] on b200
 # with 2 sub-tiles, where this pair takes 2-3 s (design.md §3.1 step 4). Larger machines keep the
@@ -195,7 +166,7 @@ def _relaxed_hint(problem: Problem, options: SolveOptions, lo: int, hi: int, clo
         r.m.minimize(r.ii)
         s = _solver(until - clock.elapsed(), options.workers)
         status = s.solve(r.m)
-        if status == cp_model.INFEASIBLE and r.max_stage >= r._stage_bound():
+        if status == cp_model.INFEASIBLE and r.max_stage >= stage_bound(problem, lo, not options.swp_only):
             return "infeasible", None
         if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
             return "partial", _assignment(r, s.value)
@@ -628,16 +599,6 @@ def _probe_fixed(problem: Problem, options: SolveOptions, start: int, cap: int, 
     return None
 
 
-def producer_consumer_split(problem: Problem) -> tuple[tuple[str, int], ...]:
-    """Triton's warp specialisation: variable-latency loads on a producer group, everything else
-    on one consumer group; labels follow the order in which the groups first appear."""
-    role = {op.name: "producer" if op.variable_latency else "consumer" for op in problem.ops}
-    labels: dict[str, int] = {}
-    for op in problem.ops:
-        labels.setdefault(role[op.name], len(labels))
-    return tuple((op.name, labels[role[op.name]]) for op in problem.ops)
-
-
 def _hint_starts_groups(v: ScheduleModel, hint: dict) -> None:
     for name, var in v.start.items():
         v.m.add_hint(var, hint["starts"][name])
@@ -712,9 +673,9 @@ def solve(problem: Problem, options: SolveOptions | None = None) -> Schedule:
 
     Examples
     --------
-    >>> from twill.programs import load_program
+    >>> from twill.frontend.programs import load_program
     >>> from twill.problem import build_problem
-    >>> from twill.registry import get_arch
+    >>> from twill.arch.registry import get_arch
     >>> arch = get_arch("h100")
     >>> sched = solve(build_problem(load_program("toy", arch), arch), SolveOptions(workers=1))
     >>> sched.ii, sched.status, [o.start for o in sched.ops]
@@ -730,7 +691,7 @@ def solve(problem: Problem, options: SolveOptions | None = None) -> Schedule:
     if report:
         report(f"lower bound II >= {lb}: {why}")
     incumbent = _heuristic_incumbent(problem, options, lb)
-    cap = _upper_cap(problem) if incumbent is None else incumbent.ii - 1
+    cap = sequential_ii(problem) if incumbent is None else incumbent.ii - 1
     if report and incumbent is not None:
         report(f"heuristic schedule (Rau's IMS) at II {incumbent.ii}: the search looks below it ({clock.elapsed():.1f}s)")
     try:
@@ -793,7 +754,7 @@ def solve(problem: Problem, options: SolveOptions | None = None) -> Schedule:
 
 
 def _heuristic_incumbent(problem: Problem, options: SolveOptions, lb: int) -> Schedule | None:
-    """A validated schedule from Rau's iterative modulo scheduling (``twill.heuristics``), or None.
+    """A validated schedule from Rau's iterative modulo scheduling (``twill.solver.ims``), or None.
 
     It bounds the search from above (windows stop below its II) and is the answer when the time
     limit runs out before CP-SAT finds anything. Not for a baseline strategy or an ablation whose
@@ -802,7 +763,7 @@ def _heuristic_incumbent(problem: Problem, options: SolveOptions, lb: int) -> Sc
     """
     if options.fixed_groups or options.single_stage or options.no_handoff:
         return None
-    from ..heuristics import ims_swp, ims_triton_split  # a peer of the solver: imported on use
+    from twill.solver.ims import ims_swp, ims_triton_split  # a peer of the solver: imported on use
 
     result = (ims_swp if options.swp_only else ims_triton_split)(problem, options)
     sched = result.schedule

@@ -26,14 +26,13 @@ from dataclasses import dataclass, field
 
 import z3
 
-from ..bounds import compute_bounds
-from ..errors import InfeasibleError
-from ..ir import Carrier, Op
-from ..problem import Problem, read_time
-from ..schedule import Schedule
-from .assemble import Assignment, assemble, copies_needed
-from .model import ScheduleModel, SolveOptions
-from .search import _upper_cap, lower_bound
+from twill.bounds import compute_bounds, lower_bound, sequential_ii, stage_bound
+from twill.errors import InfeasibleError
+from twill.ir import Carrier, Op
+from twill.options import SolveOptions
+from twill.problem import Problem, read_time
+from twill.schedule import Schedule
+from twill.solver.assemble import Assignment, assemble, copies_needed
 
 __all__ = ["solve_z3", "Z3Model", "build_z3_model"]
 
@@ -361,9 +360,9 @@ def solve_z3(problem: Problem, options: SolveOptions | None = None) -> Schedule:
 
     Examples
     --------
-    >>> from twill.programs import load_program
+    >>> from twill.frontend.programs import load_program
     >>> from twill.problem import build_problem
-    >>> from twill.registry import get_arch
+    >>> from twill.arch.registry import get_arch
     >>> arch = get_arch("h100")
     >>> sched = solve_z3(build_problem(load_program("toy", arch), arch), SolveOptions())
     >>> sched.ii, sched.status, len(sched.groups)
@@ -377,8 +376,8 @@ def solve_z3(problem: Problem, options: SolveOptions | None = None) -> Schedule:
         problem.require_possible()
     bounds = compute_bounds(problem)
     lb = lower_bound(problem, options, bounds)
-    cap = _upper_cap(problem)
-    max_stage = ScheduleModel(problem, options, lb, lb).max_stage  # the stage bound at lb covers every II >= lb
+    cap = sequential_ii(problem)
+    max_stage = stage_bound(problem, lb, not options.swp_only)  # the stage bound at lb covers every II >= lb
     undecided: int | None = None  # the first II whose check ran out of time
     found: tuple[Z3Model, z3.ModelRef] | None = None
     ii = lb

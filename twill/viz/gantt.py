@@ -21,10 +21,10 @@ from matplotlib.figure import Figure
 from matplotlib.font_manager import FontProperties
 from matplotlib.patches import Patch
 
-from .errors import UsageError
-from .problem import Problem
-from .schedule import Group, Schedule
-from .timeline import Span, static_spans
+from twill.errors import UsageError
+from twill.problem import Problem
+from twill.schedule import Group, Schedule
+from twill.timeline import Span, static_spans
 
 __all__ = ["gantt_figure", "schedule_gantt", "render_gantt", "group_label"]
 

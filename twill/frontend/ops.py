@@ -7,8 +7,8 @@ tables, latencies and footprints come from the arch, so one program runs on ever
 
 from __future__ import annotations
 
-from .arch import Arch
-from .ir import Issuer, Op, Use
+from twill.arch.model import Arch
+from twill.ir import Issuer, Op, Use
 
 __all__ = ["DTYPE_BYTES", "tma_load", "tma_store", "mma", "exp", "fp32", "alu", "convert", "tmem_load",
            "tmem_store", "softmax_exp"]

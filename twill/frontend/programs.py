@@ -14,10 +14,10 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from .arch import Arch
-from .ddg_import import read_ddg
-from .errors import GraphError, ProgramError, TwillError
-from .ir import LoopBody
+from twill.arch.model import Arch
+from twill.errors import GraphError, ProgramError, TwillError
+from twill.frontend.ddg_import import read_ddg
+from twill.ir import LoopBody
 
 __all__ = ["ProgramInfo", "programs_dir", "list_programs", "program_info", "load_program", "parse_params"]
 
@@ -32,7 +32,7 @@ class ProgramInfo:
 
 def programs_dir() -> Path:
     here = Path(__file__).resolve().parent
-    for candidate in (here.parent / "programs", here / "_data" / "programs"):
+    for candidate in (here.parents[1] / "programs", here.parent / "_data" / "programs"):
         if candidate.is_dir():
             return candidate
     raise ProgramError("the built-in programs/ folder is missing from this installation")
@@ -122,7 +122,7 @@ def load_program(spec: str, arch: Arch, params: dict[str, Any] | None = None, lo
 
     Examples
     --------
-    >>> from twill.registry import get_arch
+    >>> from twill.arch.registry import get_arch
     >>> body = load_program("toy", get_arch("h100"))
     >>> [op.name for op in body.ops]
     ['S', 'P', 'O']

@@ -13,8 +13,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from .errors import UsageError
-from .timeline import Span
+from twill.errors import UsageError
+from twill.timeline import Span
 
 __all__ = ["trace_events", "write_trace"]
 

@@ -13,9 +13,9 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-from .arch import Arch, Fact, Unit
-from .errors import ArchError
-from .ir import MAX_CYCLES
+from twill.arch.model import Arch, Fact, Unit
+from twill.errors import ArchError
+from twill.ir import MAX_CYCLES
 
 __all__ = ["load_arch_toml", "arch_from_dict", "REQUIRED"]
 

@@ -38,13 +38,13 @@ import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 
-from .bounds import compute_bounds
-from .problem import Problem
-from .schedule import Schedule
-from .solver.assemble import Assignment, assemble, copies_needed
-from .solver.model import SolveOptions
-from .solver.search import lower_bound, producer_consumer_split
-from .validate import validate
+from twill.bounds import compute_bounds, lower_bound
+from twill.options import SolveOptions
+from twill.problem import Problem
+from twill.schedule import Schedule
+from twill.solver.assemble import Assignment, assemble, copies_needed
+from twill.solver.strategies import producer_consumer_split
+from twill.validate import validate
 
 __all__ = ["ImsResult", "iterative_modulo_schedule", "ims_swp", "ims_triton_split", "LINEAR_STEPS"]
 
@@ -374,9 +374,9 @@ def iterative_modulo_schedule(problem: Problem, options: SolveOptions | None = N
 
     Examples
     --------
-    >>> from twill.programs import load_program
+    >>> from twill.frontend.programs import load_program
     >>> from twill.problem import build_problem
-    >>> from twill.registry import get_arch
+    >>> from twill.arch.registry import get_arch
     >>> arch = get_arch("h100")
     >>> r = iterative_modulo_schedule(build_problem(load_program("toy", arch), arch))
     >>> r.schedule.ii, r.schedule.status, [o.start for o in r.schedule.ops]

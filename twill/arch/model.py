@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
 
-from .errors import ArchError
+from twill.errors import ArchError
 
 __all__ = ["Fact", "Unit", "Arch", "CostModel", "Cost"]
 

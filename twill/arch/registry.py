@@ -14,9 +14,9 @@ from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any
 
-from .arch import Arch
-from .arch_toml import load_arch_toml
-from .errors import ArchError, PluginError
+from twill.arch.model import Arch
+from twill.arch.toml import load_arch_toml
+from twill.errors import ArchError, PluginError
 
 __all__ = ["available_archs", "get_arch", "builtin_archs", "archs_dir", "GROUP"]
 
@@ -27,7 +27,7 @@ def archs_dir() -> Path:
     """The built-in arch files: ``archs/`` beside the package in a source tree, or the copy
     packed into the wheel under ``twill/_data/archs``."""
     here = Path(__file__).resolve().parent
-    for candidate in (here.parent / "archs", here / "_data" / "archs"):
+    for candidate in (here.parents[1] / "archs", here.parent / "_data" / "archs"):
         if candidate.is_dir():
             return candidate
     raise ArchError("the built-in archs/ folder is missing from this installation")

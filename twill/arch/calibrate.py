@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .errors import TwillError
+from twill.errors import TwillError
 
 __all__ = ["CalibrationError", "Measurement", "BENCHES", "load_results", "load_base", "derive", "calibrated_toml",
            "datasheet_toml", "fit_line", "run_suite", "gpu_name", "suite_script", "default_name"]
@@ -305,7 +305,7 @@ def calibrated_toml(results: Mapping[str, dict], base: Mapping[str, Any], *, nam
 
     Examples
     --------
-    >>> root = Path(__file__).resolve().parents[1]
+    >>> root = Path(__file__).resolve().parents[2]
     >>> text = calibrated_toml(load_results(root / "bench/results/h100"), load_base(root / "archs/h100.toml"),
     ...                        name="my_h100", description="mine", results_label="bench/results/h100")
     >>> tomllib.loads(text)["rates"]["mufu_ops_per_clk"]["value"]
@@ -339,7 +339,7 @@ def datasheet_toml(data: Mapping[str, Any], *, name: str, description: str) -> s
 
     Examples
     --------
-    >>> root = Path(__file__).resolve().parents[1]
+    >>> root = Path(__file__).resolve().parents[2]
     >>> old = tomllib.loads(datasheet_toml(load_base(root / "archs/h100.toml"), name="h", description="d"))
     >>> old["chip"]["clock_mhz"]["value"], old["rates"]["convert_ops_per_clk"]["value"]
     (1830, 16)
@@ -353,7 +353,7 @@ def datasheet_toml(data: Mapping[str, Any], *, name: str, description: str) -> s
                 table[key] = fact["datasheet"]
             elif isinstance(fact, dict) and str(fact.get("source", "")).startswith("W:"):
                 del table[key]
-    header = [f"# {description}", "# Written by twill.calibrate.datasheet_toml: the calibrated arch with every measured",
+    header = [f"# {description}", "# Written by twill.arch.calibrate.datasheet_toml: the calibrated arch with every measured",
               "# fact replaced by the datasheet value it keeps."]
     return "\n".join(header) + "\n" + _dump(out)
 
@@ -403,7 +403,7 @@ def load_base(path: str | Path) -> dict[str, Any]:
 # ---- running the suite ----------------------------------------------------------------------------
 def suite_script() -> Path:
     """``bench/gpu/run_suite.py`` of this checkout (the suite is CUDA source, not part of the wheel)."""
-    script = Path(__file__).resolve().parents[1] / "bench" / "gpu" / "run_suite.py"
+    script = Path(__file__).resolve().parents[2] / "bench" / "gpu" / "run_suite.py"
     if not script.is_file():
         raise CalibrationError(f"{script}: the microbenchmark suite is missing; run `twill calibrate` from a "
                                "checkout of the twill repository, or pass --from-results DIR")

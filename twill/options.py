@@ -1,0 +1,44 @@
+"""What a solve is asked for: the objectives in order, the constraint families, limits and ablations.
+
+Every backend (CP-SAT, z3, the exhaustive reference, the IMS heuristic) reads the same options, so
+they live beside ``Problem`` and not inside any one backend's model.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from twill.errors import TwillError
+
+__all__ = ["OBJECTIVES", "SolveOptions"]
+
+OBJECTIVES = ("ii", "groups", "handoffs", "regs", "length")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SolveOptions:
+    """What to optimise and which constraint families to apply."""
+
+    objective: tuple[str, ...] = OBJECTIVES
+    swp_only: bool = False  # pure modulo scheduling: no groups, registers, hand-offs or memory
+    time_limit: float = 120.0  # seconds for the whole solve
+    phase_limit: float = 10.0  # seconds for each secondary objective (its proof may stop early)
+    workers: int = 0  # CP-SAT search workers; 0 = one per core
+    max_groups: int = 8
+    max_warps: int | None = None  # ablation: fewer warps than the CTA allows
+    no_handoff: bool = False  # ablation: no register value may cross warp groups
+    isolate_variable_latency: bool = True
+    fixed_groups: tuple[tuple[str, int], ...] = ()  # baseline strategies: op -> warp group, imposed
+    single_stage: bool = False  # baseline: no cross-iteration pipelining (each iteration within II)
+    progress: Callable[[str], None] | None = field(default=None, compare=False)
+
+    def __post_init__(self) -> None:
+        unknown = [o for o in self.objective if o not in OBJECTIVES]
+        if unknown or not self.objective or self.objective[0] != "ii" or len(set(self.objective)) != len(self.objective):
+            raise TwillError(
+                f"objective {','.join(self.objective)!r}: must start with 'ii' and then name, once each, any of "
+                f"{', '.join(OBJECTIVES[1:])}"
+            )
+        if self.max_groups < 1:
+            raise TwillError(f"max_groups {self.max_groups}: must be at least 1")

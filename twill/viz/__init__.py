@@ -1,0 +1,1 @@
+"""Pictures of a timeline: Gantt charts (PNG/SVG) and Perfetto traces."""

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import math
 import os
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -36,70 +35,67 @@ __all__ = ["solve"]
 
 @dataclass
 class _Clock:
-    start: float
-    limit: float
+    """The search's budget in CP-SAT deterministic work, and the wall-clock safety cap.
+
+    Every decision of the search reads ``elapsed``/``left``, the deterministic work its CP-SAT
+    solves reported (about a second of one core per unit, whatever else the machine runs), so the
+    same input, options and worker count take the same path and give the same schedule. Only the
+    wall-clock cap (``--time-limit``) depends on the machine: when it cuts a solve, ``cut`` is set,
+    the search winds down at once, and the result says so.
+    """
+
+    start: float  # time.monotonic() at the start of the solve
+    deadline: float  # time.monotonic() at which the wall-clock cap stops every solve
+    limit: float  # deterministic units the search may spend
+    spent: float = 0.0
+    cut: bool = False
 
     def left(self) -> float:
-        return max(0.0, self.limit - (time.monotonic() - self.start))
+        if self.cut:
+            return 0.0
+        return max(0.0, self.limit - self.spent)
 
     def elapsed(self) -> float:
+        return self.spent
+
+    def wall_left(self) -> float:
+        return max(0.0, self.deadline - time.monotonic())
+
+    def seconds(self) -> float:
+        """Wall seconds since the start, for progress reports and the result (never for decisions)."""
         return time.monotonic() - self.start
 
 
+class _Solver(cp_model.CpSolver):
+    """A CP-SAT solver that charges its deterministic work to the search's clock and stops at the
+    wall-clock cap; a solve the cap stopped marks the clock as cut."""
+
+    def __init__(self, clock: _Clock) -> None:
+        super().__init__()
+        self.clock = clock
+
+    def solve(self, model: cp_model.CpModel, solution_callback=None) -> int:
+        self.parameters.max_time_in_seconds = max(0.01, self.clock.wall_left())
+        status = super().solve(model, solution_callback)
+        self.clock.spent += self.response_proto.deterministic_time
+        budget = self.parameters.max_deterministic_time
+        if status in (cp_model.UNKNOWN, cp_model.FEASIBLE) and self.response_proto.deterministic_time < 0.999 * budget \
+                and self.clock.wall_left() <= 0:
+            self.clock.cut = True
+        return status
+
+
 class _Progress(cp_model.CpSolverSolutionCallback):
-    """Reports each improving solution: phase, incumbent, proven bound, elapsed seconds; and
-    remembers when the incumbent last improved, for ``_solve_until_stall``."""
+    """Reports each improving solution: phase, incumbent, proven bound, elapsed wall seconds."""
 
     def __init__(self, report, phase: str, clock: _Clock) -> None:
         super().__init__()
         self.report, self.phase, self.clock = report, phase, clock
-        self.last = time.monotonic()
-        self.found = False
 
     def on_solution_callback(self) -> None:
-        self.last, self.found = time.monotonic(), True
         if self.report:
             self.report(f"  {self.phase}: incumbent {self.objective_value:.0f}, bound {self.best_objective_bound:.0f}, "
-                        f"{self.clock.elapsed():.1f}s")
-
-
-def _solve_until_stall(solver: cp_model.CpSolver, model: cp_model.CpModel, progress: _Progress,
-                       min_stall: float = 3.0, first: bool = False) -> int:
-    """Solve an optimisation phase, stopping early once its incumbent has stopped improving.
-
-    A phase whose bound CP-SAT cannot close would otherwise spend its whole time budget after
-    its last (often its first) improvement. The phase stops when the time since the last
-    improvement exceeds both ``min_stall`` seconds and the time the phase took to reach it, so
-    a phase that is still finding better schedules keeps going. The answer stays "best found"
-    (never "proven") for a stopped phase, as for one that timed out. With ``first`` the clock
-    starts at the first solution (a phase without a hint may take long to find one), and the
-    phase stops ``min_stall`` seconds after its last improvement.
-    """
-    done = threading.Event()
-    threads = max(1, solver.parameters.num_workers)
-    begun = time.process_time()
-    last = [begun, progress.last]  # CPU time at the last improvement, and its wall-clock stamp
-
-    def watch() -> None:
-        # CPU seconds, not wall seconds: on a loaded machine the solver gets less done per second
-        while not done.wait(0.05):
-            now = time.process_time()
-            if first and not progress.found:
-                last[0] = now
-                continue
-            if progress.last != last[1]:
-                last[:] = [now, progress.last]
-            if now - last[0] > max(min_stall * threads, 0 if first else last[0] - begun):
-                solver.stop_search()
-                return
-
-    watcher = threading.Thread(target=watch, daemon=True)
-    watcher.start()
-    try:
-        return solver.solve(model, progress)
-    finally:
-        done.set()
-        watcher.join()
+                        f"{self.clock.seconds():.1f}s")
 
 
 # Two CP-SAT workers that together both find and refute: the LP-heavy search and restarts. CP-SAT's
@@ -113,22 +109,20 @@ _SEARCH_AND_BOUND = ("max_lp", "quick_restart")
 _RESTARTS = ("quick_restart", "quick_restart_no_lp")
 
 
-def _solver(seconds: float, workers: int, deterministic: bool = False, wall: float | None = None,
-            portfolio: tuple[str, ...] = ()) -> cp_model.CpSolver:
-    """A CP-SAT solver; ``deterministic`` bounds work, not wall time (``wall`` caps the latter
-    too, so a loaded machine cannot stretch a solve far past the user's time limit).
-    ``portfolio`` names the subsolvers when there are exactly that many workers."""
-    s = cp_model.CpSolver()
-    if deterministic:
-        s.parameters.num_workers = 1
-        s.parameters.max_deterministic_time = max(1.0, seconds)
-        if wall is not None:
-            s.parameters.max_time_in_seconds = max(1.0, wall)
-    else:
-        s.parameters.num_workers = workers or os.cpu_count() or 1
-        s.parameters.max_time_in_seconds = max(0.05, seconds)
-        if portfolio and s.parameters.num_workers == len(portfolio):
-            s.parameters.subsolvers.extend(portfolio)
+def _solver(clock: _Clock, units: float, workers: int, portfolio: tuple[str, ...] = ()) -> _Solver:
+    """A CP-SAT solver that may spend ``units`` of deterministic work, reproducibly: one worker, or
+    several interleaved in fixed batches (CP-SAT's ``interleave_search``), so that the same model
+    and worker count give the same answer under any machine load. ``portfolio`` names the
+    subsolvers when there are exactly that many workers."""
+    s = _Solver(clock)
+    n = workers or os.cpu_count() or 1
+    s.parameters.num_workers = n
+    if n > 1:
+        s.parameters.interleave_search = True
+        s.parameters.interleave_batch_size = n
+    if portfolio and n == len(portfolio):
+        s.parameters.subsolvers.extend(portfolio)
+    s.parameters.max_deterministic_time = max(0.01, units)
     s.parameters.random_seed = 0
     return s
 
@@ -158,13 +152,13 @@ def _relaxed_hint(problem: Problem, options: SolveOptions, lo: int, hi: int, clo
     Returns ("infeasible", None) when the relaxation, with the full stage bound, proves the window
     empty; ("partial", starts and groups) when it found a schedule; ("unknown", None) otherwise.
     """
-    until = clock.elapsed() + min(clock.left(), max(4.0, 0.15 * options.time_limit))
+    until = clock.elapsed() + min(clock.left(), max(4.0, 0.15 * options.work))
     for stages in (_short_stage_bound(problem, lo), None):
         # few stages first (hints come quickly); where those are refuted, the full stage bound,
         # whose refutation is a proof (b200, 1 tile: 0.03 s for [1192, 1210])
         r = build_model(problem, options, lo, hi, relaxed=True, max_stage=stages)
         r.m.minimize(r.ii)
-        s = _solver(until - clock.elapsed(), options.workers)
+        s = _solver(clock, until - clock.elapsed(), options.workers)
         status = s.solve(r.m)
         if status == cp_model.INFEASIBLE and r.max_stage >= stage_bound(problem, lo, not options.swp_only):
             return "infeasible", None
@@ -182,8 +176,8 @@ def _pressure_hint(problem: Problem, options: SolveOptions, lo: int, first: dict
     r = build_model(problem, options, ii, ii, relaxed=True, max_stage=short)
     _hint_starts_groups(r, first)
     r.m.minimize(_pressure_objective(r))
-    s = _solver(min(clock.left(), max(3.0, 0.05 * options.time_limit)), options.workers)
-    status = _solve_until_stall(s, r.m, _Progress(None, "pressure", clock), min_stall=1.0)
+    s = _solver(clock, min(clock.left(), max(3.0, 0.05 * options.work)), options.workers)
+    status = s.solve(r.m, _Progress(None, "pressure", clock))
     return _assignment(r, s.value) if status in (cp_model.OPTIMAL, cp_model.FEASIBLE) else first
 
 
@@ -220,7 +214,7 @@ def _window_search(problem: Problem, options: SolveOptions, lb: int, clock: _Clo
     while lo <= cap and clock.left() > 0:
         hi = min(cap, lo + width)
         if report:
-            report(f"II window [{lo}, {hi}]: searching ({clock.elapsed():.1f}s)")
+            report(f"II window [{lo}, {hi}]: searching ({clock.seconds():.1f}s)")
         relaxed_schedule = True
         if memory:
             floor, relaxed = _memory_bound(problem, options, lo, hi, clock)
@@ -232,10 +226,10 @@ def _window_search(problem: Problem, options: SolveOptions, lb: int, clock: _Clo
                 # the relaxation's optimum, every II below refuted: a completion of it is optimal.
                 # (Where TMEM raised nothing, the hint relaxation's schedules, which have warp
                 # groups, complete more easily: shared fa_bwd, 15 s for nothing from this one.)
-                found = _complete(problem, options, relaxed, max(10.0, options.time_limit / 8), clock)
+                found = _complete(problem, options, relaxed, max(10.0, options.work / 8), clock)
                 if found is not None:
                     if report:
-                        report(f"  completed the memory relaxation's schedule at II {lo} ({clock.elapsed():.1f}s)")
+                        report(f"  completed the memory relaxation's schedule at II {lo} ({clock.seconds():.1f}s)")
                     return found[0], found[1], (cp_model.OPTIMAL if proven is None else cp_model.FEASIBLE), (
                         lo if proven is None else proven)
         # where neither the memory relaxation nor the hint relaxation finds a schedule in its slice, the
@@ -253,7 +247,7 @@ def _window_search(problem: Problem, options: SolveOptions, lb: int, clock: _Clo
         # from the window's own lo: refuting is what stalled, and the optimum may sit inside)
         proven = bound
         if report:
-            report(f"II window [{lo}, {hi}]: undecided in its time slice; probing for schedules ({clock.elapsed():.1f}s)")
+            report(f"II window [{lo}, {hi}]: undecided in its time slice; probing for schedules ({clock.seconds():.1f}s)")
         found = _memory_probe(problem, options, lo, cap, clock) if memory else None
         if found is None:
             # an incumbent under Triton's split first, then probes of the free problem below it
@@ -284,7 +278,7 @@ def _solve_window(problem: Problem, options: SolveOptions, lo: int, hi: int, clo
     verdict, hint = ("unknown", None) if options.swp_only else _relaxed_hint(problem, options, lo, hi, clock)
     if verdict == "infeasible":
         if report:
-            report(f"II window [{lo}, {hi}]: proven infeasible by the relaxation ({clock.elapsed():.1f}s)")
+            report(f"II window [{lo}, {hi}]: proven infeasible by the relaxation ({clock.seconds():.1f}s)")
         return None, None, cp_model.INFEASIBLE
     if not full and verdict == "unknown":
         return None, None, None  # neither relaxation has a schedule: the full model would stall too
@@ -293,15 +287,15 @@ def _solve_window(problem: Problem, options: SolveOptions, lo: int, hi: int, clo
     status = None
     if verdict == "partial":
         if report:
-            report(f"  relaxation found a schedule to start from ({clock.elapsed():.1f}s)")
+            report(f"  relaxation found a schedule to start from ({clock.seconds():.1f}s)")
         s, status = _hinted_window(problem, options, v, lo, hint, clock)
     if status is None:
-        s = _solver(min(clock.left(), max(5.0, options.time_limit / 4)), options.workers)
+        s = _solver(clock, min(clock.left(), max(5.0, options.work / 4)), options.workers)
         status = s.solve(v.m, _Progress(report, "II", clock))
     if status == cp_model.MODEL_INVALID:
         raise RuntimeError(f"internal error: invalid CP-SAT model ({v.m.validate()[:300]})")
     if status == cp_model.INFEASIBLE and report:
-        report(f"II window [{lo}, {hi}]: proven infeasible ({clock.elapsed():.1f}s)")
+        report(f"II window [{lo}, {hi}]: proven infeasible ({clock.seconds():.1f}s)")
     return v, s, status
 
 
@@ -327,7 +321,7 @@ def _memory_bound(problem: Problem, options: SolveOptions, lo: int, hi: int, clo
     found is refuted on its own; the whole-window minimisation is the fallback.
     """
     # limit/8: the refutation of [2148, 2279] on b200 takes 1-3 s, or 10-17 s in one run of three
-    until = clock.elapsed() + min(clock.left(), max(5.0, options.time_limit / 8))
+    until = clock.elapsed() + min(clock.left(), max(5.0, options.work / 8))
     m, s, status, _ = _restarting(problem, options, lo, hi, min(until, clock.elapsed() + 2.0), clock)
     if status == cp_model.INFEASIBLE:
         return _floor_found(options, lo, hi, hi + 1, clock), None
@@ -352,7 +346,7 @@ def _floor_found(options: SolveOptions, lo: int, hi: int, floor: int, clock: _Cl
     """``floor``, reported when it raised the window's lo."""
     if options.progress and floor > lo:
         what = "empty" if floor > hi else f"II >= {floor}"
-        options.progress(f"II window [{lo}, {hi}]: the memory relaxation proves {what} ({clock.elapsed():.1f}s)")
+        options.progress(f"II window [{lo}, {hi}]: the memory relaxation proves {what} ({clock.seconds():.1f}s)")
     return floor
 
 
@@ -409,9 +403,9 @@ def _restarting(problem: Problem, options: SolveOptions, lo: int, hi: int, until
         m.m.minimize(m.ii)
     floor = lo
     for seconds, attempt_seed in _attempts(attempt, until, clock, seed):
-        s = _solver(seconds, options.workers, portfolio=_SEARCH_AND_BOUND if minimise else _RESTARTS)
+        s = _solver(clock, seconds, options.workers, portfolio=_SEARCH_AND_BOUND if minimise else _RESTARTS)
         s.parameters.random_seed = attempt_seed
-        status = (_solve_until_stall(s, m.m, _Progress(None, "memory", clock), min_stall=2.0, first=True)
+        status = (s.solve(m.m, _Progress(None, "memory", clock))
                   if minimise else s.solve(m.m))
         if status == cp_model.MODEL_INVALID:
             raise RuntimeError(f"internal error: invalid CP-SAT model ({m.m.validate()[:300]})")
@@ -452,10 +446,10 @@ def _refuted_below(problem: Problem, options: SolveOptions, lo: int, ii: int, cl
     quick where finding was slow (b200, 2 sub-tiles: [2280, 2319] in 0.2-1 s)."""
     if lo >= ii:
         return lo == ii
-    until = clock.elapsed() + min(clock.left(), max(5.0, options.time_limit / 8))
+    until = clock.elapsed() + min(clock.left(), max(5.0, options.work / 8))
     refuted = _restarting(problem, options, lo, ii - 1, until, clock)[2] == cp_model.INFEASIBLE
     if refuted and options.progress:
-        options.progress(f"II window [{lo}, {ii - 1}]: the memory relaxation proves empty ({clock.elapsed():.1f}s)")
+        options.progress(f"II window [{lo}, {ii - 1}]: the memory relaxation proves empty ({clock.seconds():.1f}s)")
     return refuted
 
 
@@ -470,13 +464,13 @@ def _memory_probe(problem: Problem, options: SolveOptions, lo: int, cap: int, cl
     """
     r = build_model(problem, options, lo, cap, memory_only=True, max_stage=_short_stage_bound(problem, lo))
     r.m.minimize(r.ii)
-    rs = _solver(min(clock.left(), max(10.0, options.time_limit / 8)), options.workers)
+    rs = _solver(clock, min(clock.left(), max(10.0, options.work / 8)), options.workers)
     if rs.solve(r.m) not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         return None
     hint = _assignment(r, rs.value)
-    found = _complete(problem, options, hint, max(10.0, options.time_limit / 8), clock)
+    found = _complete(problem, options, hint, max(10.0, options.work / 8), clock)
     if found is not None and options.progress:
-        options.progress(f"  found a schedule at II {hint['ii']} from the memory relaxation's ({clock.elapsed():.1f}s)")
+        options.progress(f"  found a schedule at II {hint['ii']} from the memory relaxation's ({clock.seconds():.1f}s)")
     return found
 
 
@@ -489,7 +483,7 @@ def _complete(problem: Problem, options: SolveOptions, hint: dict, seconds: floa
     v = build_model(problem, options, hint["ii"], hint["ii"])
     _hint_starts_groups(v, hint)
     for attempt, seed in _attempts(1.5, clock.elapsed() + min(clock.left(), seconds), clock):
-        s = _solver(attempt, options.workers)
+        s = _solver(clock, attempt, options.workers)
         s.parameters.random_seed = seed
         status = s.solve(v.m)
         if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
@@ -512,11 +506,11 @@ def _hinted_window(problem: Problem, options: SolveOptions, v: ScheduleModel, lo
     3. that schedule completed into a full one with its groups fixed (``_repair``), left to the
        window's plain solve.
     """
-    s, status = _try_hint(v, hint, max(2.0, options.time_limit / 60), options, clock)
+    s, status = _try_hint(v, hint, max(2.0, options.work / 60), options, clock)
     if status is not None:
         return s, status
     hint = _pressure_hint(problem, options, lo, hint, clock)
-    s, status = _try_hint(v, hint, max(1.5, options.time_limit / 80), options, clock)
+    s, status = _try_hint(v, hint, max(1.5, options.work / 80), options, clock)
     if status is not None:
         return s, status
     v.m.clear_hints()
@@ -529,7 +523,7 @@ def _try_hint(v: ScheduleModel, hint: dict, seconds: float, options: SolveOption
     A schedule found without a proof becomes the complete hint of the solve that follows."""
     v.m.clear_hints()
     _hint_starts_groups(v, hint)
-    s = _solver(min(clock.left(), seconds), options.workers)
+    s = _solver(clock, min(clock.left(), seconds), options.workers)
     status = s.solve(v.m, _Progress(options.progress, "II", clock))
     if status in (cp_model.OPTIMAL, cp_model.INFEASIBLE, cp_model.MODEL_INVALID) or clock.left() <= 0:
         return s, status
@@ -550,11 +544,11 @@ def _split_window(problem: Problem, options: SolveOptions, lo: int, cap: int, cl
         return None
     w = build_model(problem, replace(options, fixed_groups=producer_consumer_split(problem)), lo, min(cap, 2 * lo))
     w.m.minimize(w.ii)
-    s = _solver(min(clock.left(), max(5.0, options.time_limit / 8)), options.workers)
+    s = _solver(clock, min(clock.left(), max(5.0, options.work / 8)), options.workers)
     if s.solve(w.m) in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         if options.progress:
             options.progress(f"  found a schedule at II {int(s.value(w.ii))} with Triton's producer/consumer split "
-                             f"({clock.elapsed():.1f}s)")
+                             f"({clock.seconds():.1f}s)")
         return w, s
     return None
 
@@ -573,7 +567,7 @@ def _probe_fixed(problem: Problem, options: SolveOptions, start: int, cap: int, 
         # 4 s); the cut is implied by the full model, so a hint made without it loses nothing
         for cuts in (True, False):
             r = build_model(problem, options, ii, ii, relaxed=True, max_stage=short, cuts=cuts)
-            rs = _solver(min(clock.left(), 5.0), options.workers)
+            rs = _solver(clock, min(clock.left(), 5.0), options.workers)
             if rs.solve(r.m) in (cp_model.OPTIMAL, cp_model.FEASIBLE):
                 break
         else:
@@ -582,7 +576,7 @@ def _probe_fixed(problem: Problem, options: SolveOptions, start: int, cap: int, 
             found = _complete(problem, options, _assignment(r, rs.value), 10.0, clock)
             if found is not None:
                 if report:
-                    report(f"  found a schedule at II {ii} ({clock.elapsed():.1f}s)")
+                    report(f"  found a schedule at II {ii} ({clock.seconds():.1f}s)")
                 return found
             # the free assignment is hard to satisfy: a fixed producer/consumer split is easier
             # and still a valid schedule of the full problem
@@ -590,10 +584,10 @@ def _probe_fixed(problem: Problem, options: SolveOptions, start: int, cap: int, 
             relaxed_starts = _starts(r, rs)
             for name, var in w.start.items():
                 w.m.add_hint(var, relaxed_starts[name])
-            s = _solver(min(clock.left(), 10.0), options.workers)
+            s = _solver(clock, min(clock.left(), 10.0), options.workers)
             if not options.fixed_groups and s.solve(w.m) in (cp_model.OPTIMAL, cp_model.FEASIBLE):
                 if report:
-                    report(f"  found a schedule at II {ii} with a producer/consumer split ({clock.elapsed():.1f}s)")
+                    report(f"  found a schedule at II {ii} with a producer/consumer split ({clock.seconds():.1f}s)")
                 return w, s
         ii, step = ii + step, 2 * step
     return None
@@ -634,7 +628,7 @@ def _repair(problem: Problem, options: SolveOptions, hint: dict, clock: _Clock, 
     ii = hint["ii"]
     w = build_model(problem, replace(options, fixed_groups=fixed), ii, ii)
     _hint_starts_groups(w, {"starts": hint["starts"], "groups": dict(fixed)})
-    s = _solver(min(clock.left(), seconds), options.workers)
+    s = _solver(clock, min(clock.left(), seconds), options.workers)
     if s.solve(w.m) not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         return None
     return _assignment(w, s.value, budgets=True)
@@ -682,7 +676,8 @@ def solve(problem: Problem, options: SolveOptions | None = None) -> Schedule:
     (2, 'optimal', [0, 2, 3])
     """
     options = options or SolveOptions()
-    clock = _Clock(time.monotonic(), options.time_limit)
+    now = time.monotonic()
+    clock = _Clock(start=now, deadline=now + options.time_limit, limit=options.work)
     report = options.progress
     if not options.swp_only:
         problem.require_possible()
@@ -693,16 +688,17 @@ def solve(problem: Problem, options: SolveOptions | None = None) -> Schedule:
     incumbent = _heuristic_incumbent(problem, options, lb)
     cap = sequential_ii(problem) if incumbent is None else incumbent.ii - 1
     if report and incumbent is not None:
-        report(f"heuristic schedule (Rau's IMS) at II {incumbent.ii}: the search looks below it ({clock.elapsed():.1f}s)")
+        report(f"heuristic schedule (Rau's IMS) at II {incumbent.ii}: the search looks below it ({clock.seconds():.1f}s)")
     try:
         # with a schedule in hand, keep a tenth of the time for the secondary objectives
-        search_clock = clock if incumbent is None else _Clock(clock.start, 0.9 * clock.limit)
-        v, s, status, proven_lb = _window_search(problem, options, lb, search_clock, cap) if cap >= lb else (
+        clock.limit = options.work if incumbent is None else 0.9 * options.work
+        v, s, status, proven_lb = _window_search(problem, options, lb, clock, cap) if cap >= lb else (
             None, None, cp_model.UNKNOWN, lb)
+        clock.limit = options.work
         exhausted = cap < lb
     except _Exhausted:
         v, s, status, proven_lb, exhausted = None, None, cp_model.UNKNOWN, cap + 1, True
-    ii_seconds = clock.elapsed()
+    ii_seconds = clock.seconds()
     if v is None and incumbent is not None:
         # the heuristic's II is the best known; proven optimal when every II below it is infeasible
         v, s = _adopt(problem, options, incumbent, clock)
@@ -716,7 +712,7 @@ def solve(problem: Problem, options: SolveOptions | None = None) -> Schedule:
                                   f"to {cap} (a fully sequential iteration); a constraint can never be met",
                                   reason="search exhausted")
         raise InfeasibleError(f"{problem.body.name!r} on {problem.arch.name!r}: no schedule found within "
-                              f"{options.time_limit:g}s; II >= {proven_lb} is proven (raise --time-limit)",
+                              f"{options.work:g} units of work; II >= {proven_lb} is proven (raise --time-limit)",
                               reason="time limit", proven_lb=proven_lb)
     ii = int(s.value(v.ii))
     optimal = status == cp_model.OPTIMAL
@@ -734,8 +730,8 @@ def solve(problem: Problem, options: SolveOptions | None = None) -> Schedule:
         v.m.minimize(v.objective_terms[name])
         if clock.left() < 0.2:
             break  # out of time: the remaining objectives keep the values the last solution has
-        ws = _solver(min(clock.left(), options.phase_limit), options.workers)
-        st = _solve_until_stall(ws, v.m, _Progress(report, name, clock))
+        ws = _solver(clock, min(clock.left(), options.phase_limit), options.workers)
+        st = ws.solve(v.m, _Progress(report, name, clock))
         if st not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
             break
         values[name] = int(ws.objective_value)
@@ -743,13 +739,13 @@ def solve(problem: Problem, options: SolveOptions | None = None) -> Schedule:
         v.m.add(v.objective_terms[name] <= values[name])
         solution = _solution(v, ws)
         if report:
-            report(f"{name} = {values[name]} ({'proven' if proven[name] else 'best found'}, {clock.elapsed():.1f}s)")
-    reproducible = optimal and all(proven.get(name, False) for name in options.objective[1:] if name in v.objective_terms)
-    final, fs = _canonical(problem, options, ii, values, v, solution, clock, warm=not reproducible)
-    proof = _proof(optimal, ii, lb, proven_lb, why)
+            report(f"{name} = {values[name]} ({'proven' if proven[name] else 'best found'}, {clock.seconds():.1f}s)")
+    all_proven = optimal and all(proven.get(name, False) for name in options.objective[1:] if name in v.objective_terms)
+    final, fs = _canonical(problem, options, ii, values, v, solution, clock, warm=not all_proven)
+    proof = _proof(optimal, ii, lb, proven_lb, why, clock.cut)
     if report:
-        report(f"done: II {ii} ({'optimal' if optimal else 'feasible'}), {clock.elapsed():.1f}s")
-    return replace(_extract(problem, options, final, fs, optimal, proven_lb, proof, proven, clock.elapsed()),
+        report(f"done: II {ii} ({'optimal' if optimal else 'feasible'}), {clock.seconds():.1f}s")
+    return replace(_extract(problem, options, final, fs, optimal, proven_lb, proof, proven, clock.seconds()),
                    ii_seconds=ii_seconds)
 
 
@@ -785,7 +781,7 @@ def _adopt(problem: Problem, options: SolveOptions, incumbent: Schedule, clock: 
             "regs": {order[g.id]: g.regs_per_thread or 0 for g in incumbent.groups}}
     _hint_starts_groups(v, hint)
     v.m.minimize(v.length)  # II is fixed; keep the stages the heuristic chose
-    s = _solver(max(1.0, min(clock.left(), 10.0)), options.workers)
+    s = _solver(clock, max(1.0, min(clock.left(), 10.0)), options.workers)
     if s.solve(v.m) in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         return v, s
     return None, None
@@ -793,9 +789,9 @@ def _adopt(problem: Problem, options: SolveOptions, incumbent: Schedule, clock: 
 
 def _as_result(incumbent: Schedule, optimal: bool, proven_lb: int, lb: int, why: str, clock: _Clock) -> Schedule:
     """The heuristic's own schedule, labelled with what the search proved."""
-    proof = _proof(optimal, incumbent.ii, lb, proven_lb, why) + " (schedule from Rau's IMS heuristic)"
+    proof = _proof(optimal, incumbent.ii, lb, proven_lb, why, clock.cut) + " (schedule from Rau's IMS heuristic)"
     return replace(incumbent, status="optimal" if optimal else "feasible",
-                    ii_lower_bound=incumbent.ii if optimal else proven_lb, proof=proof, solve_seconds=clock.elapsed())
+                    ii_lower_bound=incumbent.ii if optimal else proven_lb, proof=proof, solve_seconds=clock.seconds())
 
 
 def _canonical(problem, options, ii, values, last: ScheduleModel, solution: list[int], clock, warm: bool = False):
@@ -814,40 +810,37 @@ def _canonical(problem, options, ii, values, last: ScheduleModel, solution: list
     if warm:
         _hint_starts_groups(v, _assignment(last, lambda x: solution[x.index], budgets=True))
     budget = 2.0 if warm else 5.0
-    s = _solver(max(1.0, min(budget, clock.left())), options.workers, deterministic=True, wall=clock.left() + 2.0)
-    st = s.solve(v.m)
-    if st in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-        return v, s
-    # the deterministic pass found nothing in its budget: replay the last solution found
-    _hint_solution(last, solution)
-    s = _solver(max(1.0, min(5.0, clock.left())), options.workers)
-    s.parameters.fix_variables_to_their_hinted_value = True
-    if s.solve(last.m) not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-        raise RuntimeError("internal error: the last solution found does not replay in its own model")
-    return last, s
+    if not clock.cut:
+        s = _solver(clock, budget, options.workers)
+        if s.solve(v.m) in (cp_model.OPTIMAL, cp_model.FEASIBLE) and not clock.cut:
+            return v, s.value
+    # the pass found nothing in its budget (or the wall-clock cap stopped it): the last solution
+    return last, lambda x: solution[x.index]
 
 
-def _proof(optimal: bool, ii: int, lb: int, proven_lb: int, why: str) -> str:
+def _proof(optimal: bool, ii: int, lb: int, proven_lb: int, why: str, cut: bool = False) -> str:
     if not optimal:
-        return f"feasible: time limit reached; every II below {proven_lb} is proven infeasible"
+        limit = ("the wall-clock cap (--time-limit) cut the search, so this answer depends on the machine's load"
+                 if cut else "the search's work budget is spent")
+        return f"feasible: {limit}; every II below {proven_lb} is proven infeasible"
     if ii == lb:
         return f"optimal: II meets the lower bound {lb} ({why})"
     return (f"optimal: every II in [{lb}, {ii - 1}] is proven infeasible by CP-SAT "
             f"(lower bound {lb}: {why})")
 
 
-def _extract(problem, options, v: ScheduleModel, s: cp_model.CpSolver, optimal, proven_lb, proof, proven,
-             seconds) -> Schedule:
-    groups = {op.name: int(s.value(v.group_of[op.name])) for op in problem.ops} if v.joint else {}
+def _extract(problem, options, v: ScheduleModel, value: Callable[[cp_model.IntVar], int], optimal, proven_lb, proof,
+             proven, seconds) -> Schedule:
+    groups = {op.name: int(value(v.group_of[op.name])) for op in problem.ops} if v.joint else {}
     labels = set(groups.values())
     copies = {}
     for name, (full, rest) in v.lifetime.items():
-        copies[name] = int(s.value(full)) + (1 if s.value(rest) > 0 else 0)
+        copies[name] = int(value(full)) + (1 if value(rest) > 0 else 0)
     a = Assignment(
-        ii=int(s.value(v.ii)), starts=_starts(v, s), groups=groups,
-        warps={g: int(s.value(v.warps[g])) for g in labels}, regs={g: int(s.value(v.regs[g])) for g in labels},
+        ii=int(value(v.ii)), starts={name: int(value(var)) for name, var in v.start.items()}, groups=groups,
+        warps={g: int(value(v.warps[g])) for g in labels}, regs={g: int(value(v.regs[g])) for g in labels},
         copies=copies,
-        objective_values={name: int(s.value(v.objective_terms[name])) for name in options.objective
+        objective_values={name: int(value(v.objective_terms[name])) for name in options.objective
                           if name in v.objective_terms})
     return assemble(problem, options, a, optimal=optimal, proven_lb=proven_lb, proof=proof, proven=proven,
                     seconds=seconds)

@@ -280,3 +280,17 @@ def test_import_refusal_raises_graph_error():
     """The library raises GraphError (the CLI's exit 2) for a module with no loop."""
     with pytest.raises(GraphError, match="no scf.for loop with a dot"):
         import_ttgir(NO_DOT, get_arch("h100"))
+
+
+def test_compile_through_the_triton_extra(tmp_path):
+    """With ``twill[triton]`` installed, ``kernel.py:name`` compiles and imports like its fixture."""
+    # given
+    pytest.importorskip("triton")
+    arch = get_arch("h100")
+    kernels = ROOT / "examples" / "triton"
+    # when
+    body = load_program(f"{kernels / 'kernels.py'}:matmul_tma", arch, launch=str(kernels / "gemm_tma.toml"))
+    # then
+    assert body.params["flops_per_iteration"] == 2 * 128 * 256 * 64
+    assert body.trip_count == 128
+    assert (bounds(body, "h100").res_mii, bounds(body, "h100").rec_mii) == (1024, 1024)

@@ -19,7 +19,7 @@ import triton.language as tl
 def _attn_fwd_inner(acc, l_i, m_i, q, k_desc, v_desc, kv_row, n_ctx, qk_scale,
                     BLOCK_N: tl.constexpr, dtype: tl.constexpr):
     """The KV loop: S = Q K^T, the online softmax in base 2, O = O * alpha + P V."""
-    for start_n in tl.range(0, n_ctx, BLOCK_N):
+    for start_n in tl.range(0, n_ctx, BLOCK_N):  # noqa: B007 (the tutorial's loop variable, unused)
         k = k_desc.load([kv_row, 0]).T
         s = tl.dot(q, k)
         m_new = tl.maximum(m_i, tl.max(s, 1) * qk_scale)

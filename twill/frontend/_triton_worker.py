@@ -14,6 +14,7 @@ need nothing twill reads. Exit 0 on success; on failure one line on stderr and e
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
 import sys
@@ -64,10 +65,8 @@ def main(request_path: str) -> int:
         signature.setdefault(name, "constexpr")
     src = ASTSource(fn, signature=signature, constexprs=dict(req["constexprs"]))
     target = GPUTarget("cuda", int(req["capability"]), 32)
-    try:
+    with contextlib.suppress(_StopAfterTTGIR):
         triton.compile(src, target=target, options=dict(req["options"]))
-    except _StopAfterTTGIR:
-        pass
     with open(req["meta_out"], "w", encoding="utf-8") as f:
         json.dump({"triton_version": triton.__version__}, f)
     return 0

@@ -177,9 +177,9 @@ def _classify(op: MlirOp, scope: _Scope) -> str:
     if name in DROPPED:
         return "drop"
     result = scope.type(op.results[0]) if op.results else TensorType("other", (), "")
-    if result.kind not in ("tensor", "memdesc") or not _is_float(result.element):
-        if name in ELEMENTWISE or name.startswith(("arith.", "math.")) or name in VIEWS:
-            return "drop"  # scalar and integer work: loop indices, addresses, masks
+    scalar_or_integer = result.kind not in ("tensor", "memdesc") or not _is_float(result.element)
+    if scalar_or_integer and (name in ELEMENTWISE or name.startswith(("arith.", "math.")) or name in VIEWS):
+        return "drop"  # scalar and integer work: loop indices, addresses, masks
     if name == "ttg.convert_layout":
         return _convert(op, scope)
     if name in VIEWS:

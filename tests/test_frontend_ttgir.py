@@ -84,13 +84,22 @@ def test_pointer_loads_run_on_the_load_store_units(version):
 
 
 @pytest.mark.parametrize("version", VERSIONS)
-def test_persistent_gemm_is_read_before_loop_fusion(version):
-    """Triton flattens the persistent loops (scf.if in the body); twill takes the K loop before that."""
+@pytest.mark.parametrize("arch", ["h100", "b200"])
+def test_persistent_gemm_is_read_before_loop_fusion(version, arch):
+    """Triton flattens the persistent loops (scf.if in the body); twill takes the K loop before that,
+    and on sm_100 reads its registers -> TMEM -> registers accumulator round trip as HoistTMEMAlloc
+    leaves it: the same loop as the TMA GEMM."""
     # when
-    loop = imported(version, "gemm_persistent", "h100")
+    loop = imported(version, "gemm_persistent", arch)
+    gemm = imported(version, "gemm_tma", arch)
     # then
     assert loop.before_pass == "TritonGPUFuseNestedLoops"
     assert sorted(op.kind for op in loop.body.ops) == ["load", "load", "mma"]
+    chain = [e for e in loop.body.edges if e.src == e.dst]
+    assert len(chain) == 1 and chain[0].in_place and chain[0].distance == 1
+    assert chain[0].latency == next(op for op in loop.body.ops if op.kind == "mma").busy_cycles
+    assert (bounds(loop.body, arch).res_mii, bounds(loop.body, arch).rec_mii) == (
+        bounds(gemm.body, arch).res_mii, bounds(gemm.body, arch).rec_mii)
 
 
 # -- FA forward and the TMA GEMM are the hand-written programs -----------------------------------

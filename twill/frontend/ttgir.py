@@ -234,8 +234,13 @@ class _Builder:
     def __init__(self, scope: _Scope, arch: Arch, fp_fusion: bool) -> None:
         self.scope, self.arch, self.fp_fusion = scope, arch, fp_fusion
         self.roles: dict[int, str] = {}
+        self.follow: dict[int, int] = {}  # a view's operand that carries its value (default 0)
+        round_trips = _accumulator_round_trips(scope)
         for op in scope.body:
-            self.roles[id(op)] = _classify(op, scope)
+            if id(op) in round_trips:
+                self.roles[id(op)], self.follow[id(op)] = "view", round_trips[id(op)]
+            else:
+                self.roles[id(op)] = _classify(op, scope)
         self.node_of: dict[int, _Node] = {}
         self.nodes: list[_Node] = []
         self._group()
@@ -311,8 +316,30 @@ class _Builder:
         if role == "drop":
             return []
         if role == "view":
-            return self.producers(op.operands[0], distance, depth + 1) if op.operands else []
+            index = self.follow.get(id(op), 0)
+            return self.producers(op.operands[index], distance, depth + 1) if len(op.operands) > index else []
         return [(self.node_of[id(op)], distance)]
+
+
+def _accumulator_round_trips(scope: _Scope) -> dict[int, int]:
+    """A tcgen05 accumulator carried in registers across iterations: ``tmem_alloc %acc`` -> MMA ->
+    ``tmem_load`` -> yield. Before FuseNestedLoops (a persistent kernel) Triton has not yet run
+    HoistTMEMAlloc, which keeps the accumulator in TMEM across iterations and removes the round
+    trip; twill reads the loop as that pass leaves it: both ops become views, so the MMA chains to
+    itself in TMEM. Returns op id -> the operand its value follows (the alloc's data, the load's token)."""
+    found: dict[int, int] = {}
+    for alloc in scope.body:
+        if alloc.name != "ttng.tmem_alloc" or not alloc.operands or alloc.operands[0] not in scope.iter_args:
+            continue
+        index = scope.iter_args[alloc.operands[0]]
+        buffer = alloc.results[0] if alloc.results else ""
+        readers = scope.uses.get(buffer, [])
+        loads = [op for op in readers if op.name == "ttng.tmem_load"]
+        mmas = [op for op in readers if op.name == "ttng.tc_gen5_mma" and op.operands[2:3] == (buffer,)]
+        if (len(loads) == 1 and len(mmas) == 1 and len(readers) == 2 and index < len(scope.yielded)
+                and scope.yielded[index] == loads[0].results[0] and len(loads[0].operands) > 1):
+            found[id(alloc)], found[id(loads[0])] = 0, 1
+    return found
 
 
 def _node_name(node: _Node) -> str:
@@ -459,13 +486,14 @@ def _require_unit(arch: Arch, unit: str, op: MlirOp) -> None:
 
 
 # -- edges ----------------------------------------------------------------------------------------
-_ACCUMULATOR_OPERAND = {"tt.dot": 2, "ttng.warp_group_dot": 2, "ttng.tc_gen5_mma": 3}  # D (or D's token)
+# Operand positions of an MMA's accumulator D: the tensor for wgmma, the TMEM buffer and its token for tcgen05.
+_ACCUMULATOR_OPERANDS = {"tt.dot": (2,), "ttng.warp_group_dot": (2,), "ttng.tc_gen5_mma": (2, 3)}
 
 
 def _edge(src: _Node, dst: _Node, src_op: Op, dst_op: Op, distance: int, operand: int, via_token: bool) -> Edge:
     """Latency and flags of one dependence (research note §6, the hand-written programs' rules)."""
     base: dict[str, Any] = {"src": src.name, "dst": dst.name, "distance": distance}
-    acc_operand = _ACCUMULATOR_OPERAND.get(dst.head.name) == operand
+    acc_operand = operand in _ACCUMULATOR_OPERANDS.get(dst.head.name, ())
     tmem = Carrier.TMEM if src_op.tmem_cols or src.role in ("tmem_store",) else Carrier.REGISTERS
     if src.role in ("tma_load", "global_load"):
         return Edge(**base, latency=src_op.latency, blocking=True, carrier=Carrier.SMEM)

@@ -303,3 +303,46 @@ def test_compile_through_the_triton_extra(tmp_path):
     assert body.params["flops_per_iteration"] == 2 * 128 * 256 * 64
     assert body.trip_count == 128
     assert (bounds(body, "h100").res_mii, bounds(body, "h100").rec_mii) == (1024, 1024)
+
+
+@pytest.mark.parametrize("arch,capability", [("h100", 90), ("h200", 90), ("b200", 100)])
+def test_each_arch_names_its_triton_target(arch, capability):
+    """The compile target comes from the arch's triton_target fact, not from its name."""
+    from twill.frontend.triton_compile import capability_for
+
+    assert capability_for(get_arch(arch)) == capability
+
+
+def test_a_ttgir_file_takes_its_sizes_from_the_launch(capsys, tmp_path):
+    """With --launch, a .ttgir file's trip count follows from the launch's values (cdiv(8192, 64));
+    a launch file with an unknown key is one line and exit 2."""
+    # given
+    launch = ROOT / "examples" / "triton" / "gemm_tma.toml"
+    bad = tmp_path / "bad.toml"
+    bad.write_text("bogus = 1\n" + launch.read_text())
+    src = fixture("triton-3.9.0", "gemm_tma", "h100")
+    # when
+    body = load_program(str(src), get_arch("h100"), launch=str(launch))
+    rc = main(["show", str(src), "--arch", "h100", "--launch", str(bad)])
+    # then
+    assert body.trip_count == 128
+    err = capsys.readouterr().err
+    assert rc == 2 and "unknown keys ['bogus']" in err and len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.slow
+def test_joint_solve_of_the_triton_fa_kernel(capsys):
+    """``twill solve kernels.py:attn_fwd --launch fa_fwd.toml --arch h100`` solves jointly and validates."""
+    # given
+    pytest.importorskip("triton")
+    kernels = ROOT / "examples" / "triton"
+    argv = ["solve", f"{kernels / 'kernels.py'}:attn_fwd", "--launch", str(kernels / "fa_fwd.toml"), "--arch", "h100",
+            "--time-limit", "120", "-q"]
+    # when
+    rc = main(argv)
+    # then
+    out = capsys.readouterr().out
+    assert rc == 0  # the CLI fails (exit 2) when the validator rejects the schedule it found
+    assert "validator: the schedule passes every check" in out
+    ii = int(re.search(r"II = (\d+) cycles \((optimal|feasible)\)", out).group(1))
+    assert ii >= 2048  # the tensor-core bound

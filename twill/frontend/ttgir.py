@@ -194,10 +194,10 @@ def _convert(op: MlirOp, scope: _Scope) -> str:
     """A layout conversion that stays in each thread's registers is a view; one through SMEM is not
     modelled. The accumulator -> dot-operand conversion of a 16-bit tile (the RS operand of wgmma) is
     register-local: the dot_op layout with the same parent and kWidth 2 keeps each thread's values."""
-    src = scope.type(op.operands[0]).encoding if op.operands else ""
-    dst = scope.type(op.results[0]).encoding
-    if dst.startswith("#ttg.dot_op<") and f"parent = {src}" in _expand(dst, scope.aliases) or (
-            src and f"parent = {_expand(src, scope.aliases)}" in _expand(dst, scope.aliases)):
+    src = _expand(scope.type(op.operands[0]).encoding, scope.aliases) if op.operands else ""
+    dst = _expand(scope.type(op.results[0]).encoding, scope.aliases)
+    sixteen_bit = scope.type(op.results[0]).element in ("f16", "bf16")
+    if src and sixteen_bit and dst.startswith("#ttg.dot_op<{opIdx = 0") and f"parent = {src}" in dst:
         return "view"
     raise GraphError(f"{op.where}: ttg.convert_layout {_short(op)} moves data between threads (through shared "
                      "memory), which twill has no unit for")

@@ -337,7 +337,7 @@ def test_joint_solve_of_the_triton_fa_kernel(capsys):
     pytest.importorskip("triton")
     kernels = ROOT / "examples" / "triton"
     argv = ["solve", f"{kernels / 'kernels.py'}:attn_fwd", "--launch", str(kernels / "fa_fwd.toml"), "--arch", "h100",
-            "--time-limit", "120", "-q"]
+            "--time-limit", "120", "--workers", "1", "-q"]
     # when
     rc = main(argv)
     # then

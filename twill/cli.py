@@ -91,7 +91,8 @@ def cmd_programs(args: argparse.Namespace) -> int:
 
     rows = [[p.name, describe_parameters(p) or "-", p.description] for p in list_programs()]
     print(_table(rows, ["program", "parameters (defaults)", "description"]))
-    print("\nA PROGRAM argument may also be a .py file defining build(arch, **params), or a curated-ddg .json graph.")
+    print("\nA PROGRAM argument may also be a .py file defining build(arch, **params), a graph .json (twill import, "
+          "curated-ddg), a .ttgir file, or a Triton kernel file.py:kernel with --launch (docs/frontend.md).")
     return 0
 
 

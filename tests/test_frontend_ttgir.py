@@ -346,3 +346,19 @@ def test_joint_solve_of_the_triton_fa_kernel(capsys):
     assert "validator: the schedule passes every check" in out
     ii = int(re.search(r"II = (\d+) cycles \((optimal|feasible)\)", out).group(1))
     assert ii >= 2048  # the tensor-core bound
+
+
+def test_a_descriptor_store_in_the_loop_is_a_tma_store():
+    """tt.descriptor_store inside the loop becomes a TMA store of the stored tile's bytes."""
+    # given
+    text = _with_line_after("gemm_tma", r"ttng\.warp_group_dot",
+                            "      tt.descriptor_store %c_desc[%offs_m_0, %a], %a_4 : !tt.tensordesc<128x64xf16, "
+                            "#shared>, tensor<128x64xf16, #blocked>")
+    h100 = get_arch("h100")
+    # when
+    body = import_ttgir(text, h100, values=VALUES).body
+    # then
+    store = next(op for op in body.ops if op.kind == "store")
+    assert store.uses[0].unit == "tma" and store.uses[0].length == h100.cost.tma(128 * 64 * 2).busy
+    assert any(e.src == "load_a_4" and e.dst == store.name and e.carrier.value == "smem" for e in body.edges)
+    assert bounds(body, "h100").res_mii == 1024  # 157 + 313 + 157 TMA cycles stay under the 1024 tensor-core cycles

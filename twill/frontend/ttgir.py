@@ -41,6 +41,7 @@ __all__ = ["ImportedLoop", "import_ttgir", "read_ttgir", "select_module", "PREFE
 PREFERRED_PASSES = ("TritonGPUAssignLatencies", "TritonGPUFuseNestedLoops")
 DOTS = {"tt.dot", "ttng.warp_group_dot", "ttng.tc_gen5_mma", "tt.dot_scaled"}
 DESCRIPTOR_LOADS = {"tt.descriptor_load", "tt.descriptor_gather"}
+DESCRIPTOR_STORES = {"tt.descriptor_store", "tt.descriptor_reduce", "tt.descriptor_scatter"}
 VIEWS = {"ttg.local_alloc", "ttg.memdesc_trans", "ttg.memdesc_reshape", "ttg.memdesc_subslice", "tt.trans",
          "tt.reshape", "tt.expand_dims", "tt.broadcast", "tt.splat", "ttg.convert_layout", "tt.join", "tt.split"}
 DROPPED = {"arith.constant", "tt.addptr", "tt.advance", "tt.make_range", "tt.get_program_id", "tt.get_num_programs",
@@ -168,6 +169,8 @@ def _classify(op: MlirOp, scope: _Scope) -> str:
         return "tma_load"
     if name == "tt.load":
         return "global_load"
+    if name in DESCRIPTOR_STORES:
+        return "tma_store"
     if name in ("ttng.tmem_load",):
         return "tmem_load"
     if name == "ttng.tmem_store" or (name == "ttng.tmem_alloc" and op.operands):
@@ -343,7 +346,7 @@ def _accumulator_round_trips(scope: _Scope) -> dict[int, int]:
 
 
 def _node_name(node: _Node) -> str:
-    prefix = {"mma": "mma", "tma_load": "load", "global_load": "load", "tmem_load": "tmem_ld",
+    prefix = {"mma": "mma", "tma_load": "load", "global_load": "load", "tma_store": "store", "tmem_load": "tmem_ld",
               "tmem_store": "tmem_st", "reduce": "red"}.get(node.role)
     if prefix is None:
         names = {op.name for op in node.members}
@@ -463,6 +466,11 @@ def _make_op(node: _Node, scope: _Scope, arch: Arch, fp_fusion: bool) -> tuple[O
             return tops.tma_load(arch, node.name, nbytes, kind="load"), 0, nbytes
         _require_unit(arch, "lsu", op)
         return tops.global_load(arch, node.name, nbytes, kind="load"), 0, nbytes
+    if node.role == "tma_store":
+        stored = [scope.type(v) for v in op.operands if scope.type(v).kind == "tensor"]
+        if not stored:
+            raise GraphError(f"{op.where}: {op.name} stores no tensor twill can size")
+        return tops.tma_store(arch, node.name, _load_bytes(stored[-1]), kind="store"), 0, 0
     if node.role == "tmem_load":
         _require_unit(arch, "tmem", op)
         t = scope.type(op.results[0])

@@ -9,6 +9,7 @@ tests/test_frontend_triton.py checks that both write the same document.
 
 from __future__ import annotations
 
+import json
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -53,8 +54,6 @@ def body_from_document(d: Any, where: str = "graph") -> LoopBody:
 
 
 def write_body(body: LoopBody, path: str | Path) -> None:
-    import json
-
     Path(path).write_text(json.dumps(body_document(body), indent=1) + "\n", encoding="utf-8")
 
 

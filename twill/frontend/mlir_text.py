@@ -256,10 +256,12 @@ class _Reader:
         while self.i < len(self.lines):
             raw = self.lines[self.i].strip()
             text, loc = _strip_locs(raw)
-            if not text or text.startswith("//") or text.startswith("^"):
+            if text.startswith("^"):  # a block label with its arguments (tt.reduce's combiner)
+                self._block_args = _block_args(text)
                 self.i += 1
-                if text.startswith("^") and ops is not None:
-                    self._block_args = _block_args(text)
+                continue
+            if not text or text.startswith("//"):
+                self.i += 1
                 continue
             if text.startswith("}"):
                 self.i += 1

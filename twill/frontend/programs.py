@@ -20,6 +20,8 @@ from twill.arch.model import Arch
 from twill.errors import GraphError, ProgramError, TwillError
 from twill.frontend.body_json import body_from_document, is_body_document
 from twill.frontend.ddg_import import ddg_from_dict
+from twill.frontend.triton_compile import capability_for, compile_to_dump, read_launch
+from twill.frontend.ttgir import import_ttgir, read_ttgir
 from twill.ir import LoopBody
 from twill.jsonfile import read_json
 
@@ -142,19 +144,13 @@ def _load_graph(spec: str, arch: Arch, loop: int) -> LoopBody:
 
 def _load_triton(spec: str, arch: Arch, launch: str | None, loop: int) -> LoopBody:
     """Import a TTGIR file, or compile ``file.py:kernel`` with its launch description and import it."""
-    from twill.frontend.ttgir import import_ttgir, read_ttgir
-
     if spec.endswith(TTGIR_SUFFIXES):
         values: dict[str, int] = {}
         trips = None
         if launch:
-            from twill.frontend.triton_compile import read_launch
-
             desc = read_launch(launch)
             values, trips = dict(desc.values), desc.trip_count
         return read_ttgir(spec, arch, loop=loop, values=values, trip_count=trips).body
-    from twill.frontend.triton_compile import capability_for, compile_to_dump, read_launch
-
     found = triton_kernel(spec)
     assert found is not None
     path, kernel = found

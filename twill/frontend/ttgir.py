@@ -23,7 +23,7 @@ with one line naming the op and its source location (``GraphError``).
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -75,7 +75,6 @@ class ImportedLoop:
     before_pass: str  # the dump snapshot it came from ("" for a single module)
     flops: int  # tensor-core FLOPs per iteration (2mnk per dot)
     load_bytes: int  # bytes loaded from global memory per iteration (TMA and pointer loads)
-    sources: dict[str, tuple[str, ...]] = field(default_factory=dict)  # twill op -> the TTGIR ops it covers
 
 
 # -- picking the module and the loop ------------------------------------------------------------
@@ -602,9 +601,7 @@ def _build(module: Module, loop: MlirOp, fn: MlirOp, arch: Arch, name: str, befo
               "loop_loc": loop.loc, "flops_per_iteration": flops, "load_bytes_per_iteration": load_bytes,
               "fp_fusion": fp_fusion}
     body = LoopBody(name, tuple(built.values()), tuple(edges), params, trips)
-    sources = {n.name: tuple(f"{m.results[0] if m.results else ''} = {m.name}".strip(" =") for m in n.members)
-               for n in builder.nodes}
-    return ImportedLoop(body, before_pass, flops, load_bytes, sources)
+    return ImportedLoop(body, before_pass, flops, load_bytes)
 
 
 def _with_ref(op: Op, ref: str) -> Op:

@@ -257,6 +257,9 @@ REFUSALS = {
                         "ttg.convert_layout %acc_24 : tensor<128x128xf16, #mma> -> tensor<128x128xf16, #blocked>"),
         r"kernels\.py:32: ttg\.convert_layout .* moves data between threads"),
     "a region left open": (lambda: NO_DOT.rsplit("}", 2)[0], r"TTGIR line \d+: the text ends inside a region"),
+    "a tile dimension beyond reason": (
+        lambda: _mutate("gemm_tma", "tensor<128x64xf16", "tensor<" + "9" * 5000 + "x64xf16"),
+        r"TTGIR: a tensor dimension in '9+' is too large to be a tile size"),
 }
 
 

@@ -27,6 +27,8 @@ _ALIAS = re.compile(r"^(#[\w$.-]+)\s*=\s*(.*)$")
 _OPEN, _CLOSE = "([{<", ")]}>"
 MAX_LINES = 200_000  # a pre-pipeline module has a few hundred lines; a dump stream holds ~50 of them
 MAX_DEPTH = 64
+MAX_RESULTS = 1024  # results of one op (%x:N); Triton's loops carry a handful
+MAX_DIGITS = 12  # a dimension or constant longer than this is not a tile size
 
 
 @dataclass(frozen=True, slots=True)
@@ -184,7 +186,10 @@ def parse_type(text: str, aliases: dict[str, str] | None = None) -> TensorType:
 
 def _shape_parts(parts: list[str], aliases: dict[str, str] | None) -> tuple[tuple[int, ...], str, str]:
     m = re.match(r"^((?:\d+x)*)(.*)$", parts[0] if parts else "")
-    dims = tuple(int(d) for d in m.group(1).split("x") if d) if m else ()
+    raw = [d for d in m.group(1).split("x") if d] if m else []
+    if any(len(d) > MAX_DIGITS for d in raw):
+        raise GraphError(f"TTGIR: a tensor dimension in {parts[0][:40]!r} is too large to be a tile size")
+    dims = tuple(int(d) for d in raw)
     element = m.group(2) if m else ""
     encoding = parts[1] if len(parts) > 1 else ""
     if aliases and encoding in aliases:
@@ -197,6 +202,8 @@ def _result_names(spec: str) -> tuple[str, ...]:
     for part in spec.split(","):
         part = part.strip()
         base, _, count = part.partition(":")
+        if count and (len(count) > 4 or int(count) > MAX_RESULTS):
+            raise GraphError(f"TTGIR: {part!r} declares more than {MAX_RESULTS} results")
         if count:
             names.extend(f"{base}#{i}" for i in range(int(count)))
         else:

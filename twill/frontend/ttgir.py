@@ -383,6 +383,8 @@ def _load_bytes(t: TensorType) -> int:
 
 def _mma_op(node: _Node, scope: _Scope, arch: Arch) -> tuple[Op, int]:
     op = node.head
+    if len(op.operands) < 3:
+        raise GraphError(f"{op.where}: {op.name} needs A, B and accumulator operands, got {len(op.operands)}")
     a_type, b_type = scope.type(op.operands[0]), scope.type(op.operands[1])
     if len(a_type.shape) != 2 or len(b_type.shape) != 2:
         raise GraphError(f"{op.where}: {op.name} operands must be 2-D tiles, got {a_type.shape} and {b_type.shape}")
@@ -552,28 +554,31 @@ _ARITH = {"arith.addi": lambda a, b: a + b, "arith.subi": lambda a, b: a - b, "a
           "arith.maxsi": max, "arith.minsi": min}
 
 
-def _value_of(value: str, scope: _Scope, values: dict[str, int], depth: int = 0) -> int | None:
-    """The integer a scalar SSA value holds, from constants, launch values and integer arithmetic."""
+def _value_of(value: str, scope: _Scope, values: dict[str, int], memo: dict[str, int | None], depth: int = 0) -> int | None:
+    """The integer a scalar SSA value holds, from constants, launch values and integer arithmetic
+    (memoised: a chain of ``addi %x, %x`` would otherwise double the work at every step)."""
+    if value in memo:
+        return memo[value]
     if depth > 32:
         return None
     name = value.lstrip("%")
-    if name in values:
-        return values[name]
+    result: int | None = None
     op = scope.defs.get(value)
-    if op is None:
-        return None
-    if op.name == "arith.constant":
-        m = re.match(r"arith\.constant\s+(-?\d+)\s*:", op.text)
-        return int(m.group(1)) if m else None
-    fn = _ARITH.get(op.name)
-    if fn is None or len(op.operands) != 2:
-        return None
-    a, b = (_value_of(v, scope, values, depth + 1) for v in op.operands)
-    return None if a is None or b is None else fn(a, b)
+    if name in values:
+        result = values[name]
+    elif op is not None and op.name == "arith.constant":
+        m = re.match(r"arith\.constant\s+(-?\d{1,18})\s*:", op.text)
+        result = int(m.group(1)) if m else None
+    elif op is not None and op.name in _ARITH and len(op.operands) == 2:
+        a, b = (_value_of(v, scope, values, memo, depth + 1) for v in op.operands)
+        result = None if a is None or b is None else _ARITH[op.name](a, b)
+    memo[value] = result
+    return result
 
 
 def _trip_count(scope: _Scope, values: dict[str, int]) -> int | None:
-    lb, ub, step = (_value_of(v, scope, values) for v in scope.loop.operands[:3])
+    memo: dict[str, int | None] = {}
+    lb, ub, step = (_value_of(v, scope, values, memo) for v in scope.loop.operands[:3])
     if lb is None or ub is None or not step or step < 0:
         return None
     return max(0, -(-(ub - lb) // step))
@@ -625,13 +630,28 @@ def import_ttgir(text: str, arch: Arch, name: str = "ttgir", loop: int = 0, valu
     GraphError : one line naming the op and its source location when the loop cannot be modelled.
     """
     first_error: TwillError | None = None
-    for before_pass, module in select_module(text):
+    for before_pass, module in _modules(text):
         try:
             return _import_module(module, arch, name, before_pass, loop, dict(values or {}), trip_count, fp_fusion)
         except GraphError as err:  # try the next snapshot (a persistent kernel's pre-fusion loop)
             first_error = first_error or err
+        except (IndexError, KeyError, ValueError, TypeError, RecursionError) as err:
+            first_error = first_error or _malformed(err)
     assert first_error is not None
     raise first_error
+
+
+def _modules(text: str) -> list[tuple[str, Module]]:
+    try:
+        return select_module(text)
+    except (IndexError, KeyError, ValueError, TypeError, RecursionError) as err:
+        raise _malformed(err) from None
+
+
+def _malformed(err: Exception) -> GraphError:
+    """Text the reader's checks did not anticipate: still one line, naming what went wrong."""
+    return GraphError(f"TTGIR: malformed text that twill cannot read ({type(err).__name__}: "
+                      f"{' '.join(str(err).split())[:120]}); give a module as Triton prints it")
 
 
 def _import_module(module: Module, arch: Arch, name: str, before_pass: str, loop: int, values: dict[str, int],

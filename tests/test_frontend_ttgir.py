@@ -365,3 +365,25 @@ def test_a_descriptor_store_in_the_loop_is_a_tma_store():
     assert store.uses[0].unit == "tma" and store.uses[0].length == h100.cost.tma(128 * 64 * 2).busy
     assert any(e.src == "load_a_4" and e.dst == store.name and e.carrier.value == "smem" for e in body.edges)
     assert bounds(body, "h100").res_mii == 1024  # 157 + 313 + 157 TMA cycles stay under the 1024 tensor-core cycles
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_fa_ops_cost_what_the_hand_written_ops_cost(version):
+    """On H100 each imported FA op that has a twin in programs/fa_fwd.py holds the same units for the
+    same cycles and has the same latency (the arch prices both)."""
+    # given
+    h100 = get_arch("h100")
+    hand = {op.name: op for op in load_program("fa_fwd", h100).ops}
+    twins = {"load_k": "load_k", "load_v": "load_v", "mma_s": "qk0", "red_m_new": "rowmax0", "exp_p": "exp0",
+             "red_l_new": "rowsum0", "ew_acc": "rescale0", "cvt_acc": "cast0", "mma_acc": "pv0"}
+    # when
+    ops = imported(version, "fa_fwd", "h100").body.ops
+    # then
+    for op in ops:
+        twin = next((hand[t] for prefix, t in twins.items() if op.name == prefix or op.name.startswith(prefix + "_")),
+                    None)
+        if twin is None:
+            continue
+        assert (sorted((u.unit, u.length) for u in op.uses), op.latency) == (
+            sorted((u.unit, u.length) for u in twin.uses), twin.latency), (op.name, twin.name)
+    assert len([op for op in ops if any(op.name.startswith(p) for p in twins)]) == 9

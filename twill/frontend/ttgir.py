@@ -417,16 +417,13 @@ def _elementwise_op(node: _Node, scope: _Scope, arch: Arch, fp_fusion: bool) -> 
             c = fn(count * elements)
             uses.append(Use(unit=unit, length=c.busy))
             latencies.append(c.latency)
-    if alu or convert:
-        busy, latency = 0, 0
-        if alu:
-            c = cost.alu(alu * elements)
-            busy, latency = busy + c.busy, max(latency, c.latency)
-        if convert:  # one F2FP packs two elements (ops.convert); it shares the ALU pipe with min/max
-            c = cost.convert(max(1, convert * elements // 2))
-            busy, latency = busy + c.busy, max(latency, c.latency - c.busy + busy)
+    if alu or convert:  # min/max and F2FP conversions share the ALU pipe: their busy times add up
+        parts = [cost.alu(alu * elements)] if alu else []
+        if convert:  # one F2FP packs two elements (ops.convert)
+            parts.append(cost.convert(max(1, convert * elements // 2)))
+        busy = sum(p.busy for p in parts)
         uses.append(Use(unit="alu", length=busy))
-        latencies.append(max(latency, busy))
+        latencies.append(busy + max(p.latency - p.busy for p in parts))
     kind = "convert" if node.name.startswith("cvt") else "elementwise"
     return Op(name=node.name, kind=kind, uses=tuple(uses), latency=max(latencies),
               issuer=Issuer.WARPGROUP,  # register tiles of the CTA's rows are spread over warpgroups (as ops._sync)

@@ -142,10 +142,17 @@ def compile_to_dump(kernel_file: str | Path, kernel: str, launch: Launch, capabi
         if not dump.is_file() or dump.stat().st_size == 0:
             raise ProgramError(f"{kernel_file}:{kernel}: Triton wrote no MLIR dump (is {kernel!r} the @triton.jit "
                                "kernel that was compiled?)")
-        version = json.loads((tmp / "meta.json").read_text(encoding="utf-8"))["triton_version"]
-        return dump.read_text(encoding="utf-8", errors="replace"), version
+        return dump.read_text(encoding="utf-8", errors="replace"), _version(tmp / "meta.json")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _version(meta: Path) -> str:
+    """The triton version the worker reported ("unknown" if it wrote none)."""
+    try:
+        return str(json.loads(meta.read_text(encoding="utf-8"))["triton_version"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return "unknown"
 
 
 def _last_line(stderr: str) -> str:

@@ -387,3 +387,18 @@ def test_fa_ops_cost_what_the_hand_written_ops_cost(version):
         assert (sorted((u.unit, u.length) for u in op.uses), op.latency) == (
             sorted((u.unit, u.length) for u in twin.uses), twin.latency), (op.name, twin.name)
     assert len([op for op in ops if any(op.name.startswith(p) for p in twins)]) == 9
+
+
+def test_a_failed_compile_is_one_line(capsys, tmp_path):
+    """A kernel the file does not define fails in the compile subprocess; twill prints its one line."""
+    # given
+    pytest.importorskip("triton")
+    launch = tmp_path / "launch.toml"
+    launch.write_text("[signature]\nx = \"i32\"\n")
+    # when
+    rc = main(["show", f"{ROOT / 'examples' / 'triton' / 'kernels.py'}:no_such_kernel", "--launch", str(launch),
+               "--arch", "b200"])
+    # then
+    err = capsys.readouterr().err
+    assert rc == 2 and len(err.strip().splitlines()) == 1
+    assert "defines no kernel named 'no_such_kernel'" in err

@@ -21,6 +21,8 @@ EPILOG = """examples:
   twill archs
   twill programs
   twill show fa_fwd --arch h100
+  twill show examples/triton/kernels.py:attn_fwd --launch examples/triton/fa_fwd.toml --arch h100
+  twill import examples/triton/ttgir/triton-3.6.0/fa_fwd.sm90.ttgir --arch h100 --out fa.graph.json
   twill solve fa_fwd --arch h100 -p subtiles=2 --gantt fa_fwd.png --out fa_fwd.json
   twill solve ../shared/ddg/fa_bwd.b200.curated_ddg.json --arch b200 --swp-only
   twill compare fa_fwd --arch h100 -p subtiles=2
@@ -44,17 +46,21 @@ def _arch(name: str):
 
 
 def _problem(args: argparse.Namespace):
-    from twill.frontend.programs import load_program, parse_params, program_info
     from twill.problem import build_problem
+
+    return build_problem(_body(args), _arch(args.arch))
+
+
+def _body(args: argparse.Namespace):
+    from twill.frontend.programs import TTGIR_SUFFIXES, load_program, parse_params, program_info, triton_kernel
 
     arch = _arch(args.arch)
     params: dict = {}
     if args.param:
-        if args.program.endswith(".json"):
-            raise TwillError(f"program {args.program!r}: a graph file takes no parameters")
+        if args.program.endswith((".json", *TTGIR_SUFFIXES)) or triton_kernel(args.program):
+            raise TwillError(f"program {args.program!r}: a graph file or Triton kernel takes no parameters")
         params = parse_params(args.param, program_info(args.program).parameters)
-    body = load_program(args.program, arch, params)
-    return build_problem(body, arch)
+    return load_program(args.program, arch, params, launch=getattr(args, "launch", None))
 
 
 # -- commands ---------------------------------------------------------------------------------
@@ -88,7 +94,8 @@ def cmd_programs(args: argparse.Namespace) -> int:
 
     rows = [[p.name, describe_parameters(p) or "-", p.description] for p in list_programs()]
     print(_table(rows, ["program", "parameters (defaults)", "description"]))
-    print("\nA PROGRAM argument may also be a .py file defining build(arch, **params), or a curated-ddg .json graph.")
+    print("\nA PROGRAM argument may also be a .py file defining build(arch, **params), a graph .json (twill import, "
+          "curated-ddg), a .ttgir file, or a Triton kernel file.py:kernel with --launch (docs/frontend.md).")
     return 0
 
 
@@ -123,6 +130,27 @@ def cmd_show(args: argparse.Namespace) -> int:
     joint, why = bound_and_reason(p, SolveOptions(), b)
     if joint > b.mii:
         print(f"joint problem (warp groups and memories): II >= {joint}; {why}")
+    return 0
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    """Import a Triton kernel (or TTGIR, or any program) and save its loop body as a graph file."""
+    from twill.bounds import compute_bounds
+    from twill.frontend.body_json import write_body
+    from twill.problem import build_problem
+
+    body = _body(args)
+    problem = build_problem(body, _arch(args.arch))
+    b = compute_bounds(problem)
+    print(f"{body.name} on {args.arch}: {len(body.ops)} ops, {len(body.edges)} edges, trip count "
+          f"{body.trip_count if body.trip_count is not None else 'unknown'}")
+    for key in ("flops_per_iteration", "load_bytes_per_iteration", "ttgir_pass", "triton_version"):
+        if key in body.params:
+            print(f"  {key}: {body.params[key]}")
+    print(_table([[op.name, op.kind, op.ref] for op in body.ops], ["op", "kind", "from TTGIR"]))
+    print(f"\nResMII = {b.res_mii}   RecMII = {b.rec_mii}")
+    write_body(body, args.out)
+    print(f"wrote {args.out} (use it as PROGRAM: twill solve {args.out} --arch {args.arch})")
     return 0
 
 
@@ -357,10 +385,13 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
 
 # -- parser -----------------------------------------------------------------------------------
 def _program_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("program", help="built-in program name (see 'twill programs'), a .py file, or a curated-ddg .json")
+    p.add_argument("program", help="built-in program name (see 'twill programs'), a .py file, a graph .json, a "
+                   ".ttgir file, or a Triton kernel file.py:kernel_name (with --launch)")
     p.add_argument("--arch", "-a", required=True, help="arch name (see 'twill archs') or a .toml file")
     p.add_argument("--param", "-p", action="append", default=[], metavar="NAME=VALUE",
                    help="program parameter, e.g. -p subtiles=2 (repeatable)")
+    p.add_argument("--launch", metavar="LAUNCH.toml", help="launch description of a Triton kernel: signature, "
+                   "constexprs, num_warps, num_stages, sizes (docs/frontend.md)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -381,6 +412,11 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("show", help="show a program's ops, costs and lower bounds on an arch")
     _program_args(p)
     p.set_defaults(func=cmd_show)
+
+    p = sub.add_parser("import", help="import a Triton kernel or TTGIR file and save its loop body as a graph file")
+    _program_args(p)
+    p.add_argument("--out", "-o", required=True, help="graph file to write (twill.body/1 JSON)")
+    p.set_defaults(func=cmd_import)
 
     p = sub.add_parser("solve", help="find the optimal modulo schedule and warp specialization")
     _program_args(p)

@@ -18,7 +18,7 @@ from twill.problem import Problem
 from twill.solver.assemble import Assignment
 from twill.solver.model import ScheduleModel
 
-__all__ = ["read", "hint", "hint_rescaled", "hint_solution", "solution_of", "short_stage_bound", "first_use_labels",
+__all__ = ["read", "from_schedule", "hint", "hint_rescaled", "hint_solution", "solution_of", "short_stage_bound", "first_use_labels",
            "pressure_objective"]
 
 Value = Callable[[cp_model.IntVar], int]
@@ -31,6 +31,16 @@ def read(v: ScheduleModel, value: Value, budgets: bool = False) -> Assignment:
     regs = {g: int(value(x)) for g, x in enumerate(v.regs)} if budgets else {}
     return Assignment(ii=int(value(v.ii)), starts={n: int(value(x)) for n, x in v.start.items()},
                       groups={n: int(value(x)) for n, x in v.group_of.items()}, warps=warps, regs=regs)
+
+
+def from_schedule(problem: Problem, sched) -> Assignment:
+    """A ``Schedule`` (a heuristic's) as an ``Assignment`` whose group labels follow the model's
+    first-use order, so it can hint a model with label symmetry breaking."""
+    order = first_use_labels(problem, {op.id: op.group for op in sched.ops})
+    return Assignment(ii=sched.ii, starts={op.id: op.start for op in sched.ops},
+                      groups={op.id: order[op.group] for op in sched.ops} if sched.groups else {},
+                      warps={order[g.id]: g.warps for g in sched.groups},
+                      regs={order[g.id]: g.regs_per_thread or 0 for g in sched.groups})
 
 
 def hint(v: ScheduleModel, a: Assignment) -> None:

@@ -91,6 +91,7 @@ class Context:
     memory_schedule: Assignment | None = None  # the memory relaxation's least-II schedule
     memory_ran: bool = False
     hint: Assignment | None = None  # the hint relaxation's schedule
+    upper: Assignment | None = None  # the best schedule of the full problem known so far (with groups and budgets)
     refutations: list[tuple[int, int, str]] = field(default_factory=list)  # (lo, hi, by what): the proof
 
     @property
@@ -107,7 +108,7 @@ class Context:
 
     def report(self, message: str) -> None:
         if self.options.progress:
-            self.options.progress(f"{message} ({self.work.seconds():.1f}s)")
+            self.options.progress(f"{message} ({self.work.seconds():.1f}s, {self.work.spent:.1f} units)")
 
     def refuted(self, lo: int, hi: int, by: str) -> None:
         """Record that every II in [lo, hi] is infeasible, as shown by ``by``."""
@@ -196,8 +197,10 @@ def _climb(ctx: Context, w: Window, best: Assignment | None, until: float) -> tu
             k += 1
         else:
             probe = (failed + best.ii) // 2
+        # from the least schedule found so far, or from the best full schedule, moved to the probe's II:
+        # a schedule a few cycles away is a short repair, a cold search at one II is heavy-tailed
         m, s, status, _ = _memory_solve(ctx, probe, probe, min(until, ctx.work.until(CLIMB.at_least)),
-                                        attempt=CLIMB.attempt, near=best)
+                                        attempt=CLIMB.attempt, near=best or ctx.upper)
         if status == cp_model.UNKNOWN and best is not None:
             # halving from a schedule, an undecided probe may well hold the optimum: once more, longer
             m, s, status, _ = _memory_solve(ctx, probe, probe, min(until, ctx.work.until(CLIMB_RETRY)),
@@ -471,15 +474,45 @@ def _probe(ctx: Context, ii: int) -> Found | None:
     return Found(v, s) if s.solve(v.m) in FEASIBLE else None
 
 
+DESCENT = Budget(share=1 / 4, at_least=5.0, attempt=1.0)
+
+
+def descent(ctx: Context, w: Window, budget: Budget) -> Outcome:
+    """Lower the best known schedule of the full problem by halving between the window's floor and
+    its II; each probe is the full model at one II, started from the best schedule moved to that
+    II (``hints.hint_rescaled``, groups and budgets kept), which CP-SAT repairs quickly where a
+    cold search at one II is heavy-tailed."""
+    if ctx.upper is None:
+        return Outcome(Verdict.UNDECIDED, w.lo)
+    until = ctx.work.until(budget.units(ctx.options.work))
+    best, found, failed = ctx.upper, None, w.lo - 1
+    while failed + 1 < best.ii and ctx.work.spent < until and ctx.work.left() > 0:
+        probe = (failed + best.ii) // 2
+        v = build_model(ctx.problem, ctx.options, probe, probe)
+        hints.hint(v, best)
+        hints.hint_rescaled(v, best, probe)
+        s = ctx.solver(min(budget.attempt, until - ctx.work.spent))
+        if s.solve(v.m) in FEASIBLE:
+            found = Found(v, s)
+            best = ctx.upper = hints.read(v, s.value, budgets=True)
+            ctx.report(f"  descent: a schedule at II {probe}")
+        else:
+            failed = probe
+    if found is None or found.ii > w.hi:
+        return Outcome(Verdict.UNDECIDED, w.lo)
+    return Outcome(Verdict.FOUND, w.lo, found)
+
+
 def _groups_free(ctx: Context) -> bool:
     return not ctx.options.swp_only and not ctx.options.fixed_groups
 
 
 # Tried in order after an undecided window, each below the least II found so far, until a schedule
 # whose groups are the search's own choice is found (the split's schedule is only an incumbent).
-# memory_probe starts at the undecided window's floor (refuting is what stalled; the optimum may sit
-# inside), the others above the window.
+# descent and memory_probe start at the undecided window's floor (refuting is what stalled; the
+# optimum may sit inside), the others above the window.
 UNDECIDED_PHASES: tuple[tuple[Phase, bool], ...] = (
+    (Phase("descent", lambda ctx: ctx.upper is not None, descent, DESCENT), True),
     (Phase("memory_probe", lambda ctx: ctx.memory, memory_probe, COMPLETE), True),
     (Phase("triton_split", _groups_free, triton_split, SPLIT), False),
     (Phase("fixed_probes", lambda ctx: True, fixed_probes, PROBE_FULL), False),

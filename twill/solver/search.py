@@ -92,11 +92,13 @@ def solve(problem: Problem, options: SolveOptions | None = None) -> Schedule:
     first = ctx.work.seconds() if incumbent is not None else None
     cap = sequential_ii(problem) if incumbent is None else incumbent.ii - 1
     if incumbent is not None:
+        ctx.upper = hints.from_schedule(problem, incumbent)
         ctx.report(f"heuristic schedule (Rau's IMS) at II {incumbent.ii}: the search looks below it")
     lb, why = _modulo_floor(ctx, lb, why, cap)
     fallback = _construct(ctx, lb, cap) if incumbent is None else None
     if fallback is not None:
         first, cap = ctx.work.seconds(), fallback.ii - 1
+        ctx.upper = hints.read(fallback.model, fallback.solver.value, budgets=True)
     ctx.work.limit = options.work * (1 - RESERVE if incumbent is not None or fallback is not None else 1)
     result = _search_ii(ctx, lb, cap) if cap >= lb else _IIResult(None, False, lb, exhausted=True)
     ctx.work.limit = options.work
@@ -169,12 +171,28 @@ def _search_ii(ctx: Context, lb: int, cap: int) -> _IIResult:
         ctx.report(f"II window [{lo}, {hi}]: undecided in its budget; probing for schedules")
         found = _probe_above(ctx, out.floor, hi, cap)
         if found is not None:
-            optimal = ctx.memory and found.free(ctx.options) and refute_below(ctx, proven, found.ii)
-            return _IIResult(found, optimal, found.ii if optimal else proven)
+            return _settle(ctx, found, proven)
         lo, width = hi + 1, max(8, 2 * width + 1, lo // 4)
     if proven is not None or ctx.work.left() <= 0:
         return _IIResult(None, False, proven if proven is not None else lo)
     return _IIResult(None, False, cap + 1, exhausted=True)
+
+
+def _settle(ctx: Context, found: Found, proven: int) -> _IIResult:
+    """A schedule found above an undecided window's floor ``proven`` is optimal when every II in
+    between is refuted: first by the memory relaxation (quick where TMEM binds), else by the window
+    phases once more on [proven, found.ii - 1], with the schedule now the upper bound. Not for a
+    schedule under Triton's split, whose secondary objectives would be optimised within the split."""
+    if not found.free(ctx.options):
+        return _IIResult(found, False, proven)
+    if proven >= found.ii or (ctx.memory and refute_below(ctx, proven, found.ii)):
+        return _IIResult(found, True, found.ii)
+    out = _decide(ctx, Window(proven, found.ii - 1))
+    if out.verdict is Verdict.EMPTY:
+        return _IIResult(found, True, found.ii)
+    if out.verdict is Verdict.FOUND:
+        return _IIResult(out.found, out.found.ii == out.floor, out.floor)
+    return _IIResult(found, False, out.floor)
 
 
 def _decide(ctx: Context, w: Window) -> Outcome:
@@ -203,6 +221,7 @@ def _probe_above(ctx: Context, floor: int, hi: int, cap: int) -> Found | None:
         out = phase.run(ctx, Window(lo, top), phase.budget)
         if out.found is not None:
             best = out.found
+            ctx.upper = hints.read(best.model, best.solver.value, budgets=True)
         if best is not None and best.free(ctx.options):
             break
     return best
@@ -279,11 +298,7 @@ def _adopt(ctx: Context, incumbent: Schedule) -> Found | None:
     objectives can improve it; None when CP-SAT cannot confirm it in its budget."""
     p, o = ctx.problem, ctx.options
     v = build_model(p, o, incumbent.ii, incumbent.ii, symmetry=False)
-    order = hints.first_use_labels(p, {op.id: op.group for op in incumbent.ops})
-    hints.hint(v, Assignment(ii=incumbent.ii, starts={op.id: op.start for op in incumbent.ops},
-                             groups={op.id: order[op.group] for op in incumbent.ops},
-                             warps={order[g.id]: g.warps for g in incumbent.groups},
-                             regs={order[g.id]: g.regs_per_thread or 0 for g in incumbent.groups}))
+    hints.hint(v, hints.from_schedule(p, incumbent))
     v.m.minimize(v.length)  # II is fixed; keep the stages the heuristic chose
     s = ctx.solver(ADOPT.units(o.work))
     return Found(v, s) if s.solve(v.m) in FEASIBLE else None

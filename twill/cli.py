@@ -320,6 +320,25 @@ def cmd_estimate(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_codegen(args: argparse.Namespace) -> int:
+    """Write the Gluon kernel of a schedule; --check also compiles it for sm_90a (no GPU needed)."""
+    from twill.codegen import generate_file
+
+    gen = generate_file(args.schedule, args.output)
+    plan = gen.plan
+    parts = ", ".join(f"g{p.group}{'*' if p.default else ''} {p.warps}w" for p in plan.partitions)
+    print(f"wrote {args.output}: {len(plan.partitions)} partition(s) ({parts}; * = default), "
+          f"rings {', '.join(f'{r.op} x{r.copies}' for r in plan.rings.values())}, SMEM {plan.smem_bytes} B")
+    if args.check:
+        from twill.codegen.compile import compile_generated
+
+        c = compile_generated(gen.source, plan.frame, "twill_codegen_check")
+        print(f"compiled for sm_90a: {c.registers} registers, spills {c.spill_stores}/{c.spill_loads} B "
+              f"(stores/loads), worker warps {list(c.partition_warps)}, requested registers "
+              f"{list(c.requested_regs)}, setmaxnreg {sorted(set(c.setmaxnreg))}")
+    return 0
+
+
 def cmd_calibrate(args: argparse.Namespace) -> int:
     """Measure this machine's GPU (or read earlier results) and write an arch TOML from the numbers."""
     from pathlib import Path
@@ -433,6 +452,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seqlen", type=int, default=8192)
     p.add_argument("--causal", action="store_true")
     p.set_defaults(func=cmd_estimate)
+
+    p = sub.add_parser("codegen", help="write a Gluon (Triton 3.6, Hopper) kernel and launcher from a schedule")
+    p.add_argument("schedule", help="a twill.schedule/1 JSON file")
+    p.add_argument("--output", "-o", required=True, help="Python file to write")
+    p.add_argument("--check", action="store_true", help="also compile it for sm_90a (needs triton) and report "
+                   "registers and spills")
+    p.set_defaults(func=cmd_codegen)
 
     p = sub.add_parser("calibrate", help="measure this GPU with the bench/gpu microbenchmarks and write an arch TOML")
     p.add_argument("--out", "-o", required=True, help="arch TOML file to write")

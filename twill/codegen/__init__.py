@@ -25,9 +25,15 @@ class Generated:
 
 def generate(sched: Schedule, name: str = "") -> Generated:
     """Plan (refusing what cannot be lowered faithfully) and emit the kernel module of ``sched``."""
-    from twill.validate import problem_for
+    from twill.validate import problem_for, validate
 
-    plan = make_plan(sched, problem_for(sched))
+    problem = problem_for(sched)
+    violations = validate(problem, sched)
+    if violations:
+        v = violations[0]
+        raise CodegenError(f"codegen: the schedule breaks a rule ({v.rule}: {v.message}); "
+                           f"{len(violations)} violation(s) in all (twill validate lists them)")
+    plan = make_plan(sched, problem)
     return Generated(emit_source(plan, name), plan)
 
 

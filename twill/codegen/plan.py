@@ -264,12 +264,14 @@ def _grant(plan: Plan) -> Grant | None:
     if len(plan.partitions) == 1:
         return None
     d = plan.default
+    arch = plan.problem.arch
+    lo, hi, step = (arch.limit(k) for k in ("reg_alloc_min", "reg_alloc_max", "reg_alloc_step"))
     for w in plan.workers:
         if w.regs is None:
             raise CodegenError(f"codegen: worker group {w.group} has no register budget")
-        if w.regs % 8 or not 24 <= w.regs <= 256:
-            raise CodegenError(f"codegen: group {w.group} asks {w.regs} registers; setmaxnreg takes a multiple of 8 "
-                               "in [24, 256]")
+        if w.regs % step or not lo <= w.regs <= hi:
+            raise CodegenError(f"codegen: group {w.group} asks {w.regs} registers; setmaxnreg takes a multiple of "
+                               f"{step} in [{lo}, {hi}]")
     g = grant(d.warps, tuple(w.warps for w in plan.workers), tuple(w.regs for w in plan.workers))
     for w, got in zip(plan.workers, g.workers, strict=True):
         if got != w.regs:

@@ -336,6 +336,10 @@ def cmd_codegen(args: argparse.Namespace) -> int:
         print(f"compiled for sm_90a: {c.registers} registers, spills {c.spill_stores}/{c.spill_loads} B "
               f"(stores/loads), worker warps {list(c.partition_warps)}, requested registers "
               f"{list(c.requested_regs)}, setmaxnreg {sorted(set(c.setmaxnreg))}")
+        if plan.grant is not None:
+            d = plan.default
+            print(f"default partition g{d.group}: schedule budget {d.regs} registers, compiler grant {plan.grant.default} "
+                  f"(launch maxnreg {plan.grant.maxnreg}: the leftover of the register file)")
     return 0
 
 

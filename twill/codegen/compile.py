@@ -69,8 +69,9 @@ def compile_generated(source: str, frame: Frame, name: str = "twill_generated") 
         k = triton.compile(GluonASTSource(kernel, frame.signature(), {}), target=GPUTarget("cuda", 90, 32),
                            options=dict(mod.LAUNCH))
     except Exception as err:  # noqa: BLE001 - Triton raises many kinds; report the first line
-        first = str(err).strip().splitlines()
-        raise CodegenError(f"codegen: Triton rejects the kernel: {first[-1] if first else type(err).__name__}") from None
+        lines = [ln.strip() for ln in str(err).splitlines() if ln.strip()]
+        why = next((ln for ln in lines if "fatal" in ln), None) or (lines[0] if lines else repr(err))
+        raise CodegenError(f"codegen: Triton rejects the kernel: {why}") from None
     ptx = k.asm["ptx"]
     from triton.backends.nvidia.compiler import get_ptxas
 

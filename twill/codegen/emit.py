@@ -46,7 +46,8 @@ class _Body:
         if self._channel_first(ch, op):
             if ch.cross:
                 self.add(T.wait_empty(ch.name, j, ch.copies, pred,
-                                      f"{ch.name} ring depth {ch.copies} ({ring.copies_from}); readers in groups "
+                                      f"{ch.name} ring depth {ch.copies} ({'; '.join(r.copies_from for r in ch.rings)}); "
+                                      f"readers in groups "
                                       f"{list(ch.reader_groups)}"), depth)
             self.add(T.expect(ch.name, j, ch.copies, ch.expect_bytes, pred,
                               f"{ch.name}: expect-tx {ch.expect_bytes} B = "

@@ -227,7 +227,8 @@ def emit_source(plan: Plan, schedule_name: str = "") -> str:
         "    fence_async_shared, mbarrier, tma, warpgroup_mma, warpgroup_mma_wait)",
         "from triton.experimental.gluon.nvidia.hopper import TensorDescriptor",
         "",
-        f"SCHEDULE = {{'program': {sched.program!r}, 'arch': {sched.arch!r}, 'ii': {sched.ii}, "
+        f"SCHEDULE = {{'file': {schedule_name!r}, 'program': {sched.program!r}, 'arch': {sched.arch!r}, "
+        f"'status': {sched.status!r}, 'ii': {sched.ii}, "
         f"'groups': {[(x.id, x.warps, x.regs_per_thread) for x in sched.groups]}}}",
         f"PARAMS = {dict(sched.body.params)!r}",
         f"STAGES = {sched.stages}",

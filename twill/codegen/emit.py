@@ -71,9 +71,18 @@ class _Body:
                                      f"{ch.name} filled by group {ch.producer}"
                                      + ("" if ch.cross else " (same group: TMA completion only)")), depth)
         ra, rb = plan.rings[spec.a], plan.rings[spec.b]
-        self.add(T.wgmma(spec.acc, spec.a, ra.copies, spec.b, rb.copies, spec.b_permute, j,
+        mine = [x for x in self.part.ops if x in plan.mmas]
+        turn = plan.turns.index(o.group) if plan.turns else None
+        order = f"groups {plan.turns} take tensor-core turns in start order " + ", ".join(
+            f"{x.id}@{x.start}" for x in sorted((sched.op(m) for m in plan.mmas), key=lambda x: x.start))
+        if turn is not None and op == mine[0]:
+            self.add(T.turn_wait(turn, j, f"wait for group {o.group}'s turn: {order}"), depth)
+        self.add(T.wgmma(spec.acc, spec.a, ra.copies, spec.a_rows, spec.b, rb.copies, spec.b_permute, j,
                          f"{op}: group {o.group}, stage {o.stage}, offset {o.offset}; accumulator chained in place"),
                  depth)
+        if turn is not None and op == mine[-1]:
+            nxt = plan.turns[(turn + 1) % len(plan.turns)]
+            self.add(T.turn_pass(turn, len(plan.turns), f"pass the turn to group {nxt}"), depth)
         for w in plan.waits.values():
             if w.after == op:
                 self.retire(w.op, j.shift(-w.lag), w.depth, depth)
@@ -179,6 +188,11 @@ def _kernel(plan: Plan, name: str, args: list[str]) -> list[str]:
         if ch.cross:
             lines.append(f"{IND * 2}mbarrier.init({ch.name}_empty.index(i), count={len(ch.reader_groups)})"
                          f"  # one release per reader group")
+    if plan.turns:
+        lines.append(f"{IND}turn = gl.allocate_shared_memory(gl.int64, [{len(plan.turns)}, 1], mbarrier.MBarrierLayout())"
+                     f"  # tensor-core turns of groups {plan.turns} (disjoint TC windows in the schedule)")
+        lines.append(f"{IND}for i in gl.static_range({len(plan.turns)}):")
+        lines.append(f"{IND * 2}mbarrier.init(turn.index(i), count=1)  # the group before passes the turn")
     lines.append(f"{IND}args = ({', '.join(args)},)")
     if len(plan.partitions) == 1:
         lines.append(f"{IND}partition_g{plan.default.group}(*args)  # one group: no warp specialization")
@@ -204,6 +218,8 @@ def emit_source(plan: Plan, schedule_name: str = "") -> str:
         args.append(f"{ch.name}_full")
         if ch.cross:
             args.append(f"{ch.name}_empty")
+    if plan.turns:
+        args.append("turn")
     args += list(frame.scalars())
     launch = {"num_warps": plan.default.warps}
     g = plan.grant

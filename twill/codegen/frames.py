@@ -39,6 +39,7 @@ class MmaSpec:
     """A tensor-core op: which loads feed its A and B operands, and its accumulator."""
 
     a: str  # producing op of the A operand (SMEM)
+    a_rows: tuple[int, int] | None  # (first row, rows) of the A tile this MMA reads; None: all of it
     b: str  # producing op of the B operand (SMEM)
     b_permute: bool  # the B tile is stored K-minor ([n, k]) and read transposed
     acc: str
@@ -90,9 +91,11 @@ class GemmFrame(Frame):
     Frame choices (not in the schedule): grouped tile order (GROUP_M = 8 rows of tiles share B
     panels in L2, as Triton's tutorials do); A row-major [M, K] and B stored [N, K] (K-minor, the
     layout the program's ``load_b`` box ``block_n x block_k`` reads), so wgmma reads B through a
-    transposed view; the accumulator starts at zero; the epilogue converts to the input dtype,
-    stores the tile to SMEM, fences and writes it with one TMA store (out-of-range rows and
-    columns of M/N tails are clipped by TMA; K tails read zeros).
+    transposed view; with ``subtiles`` > 1, MMA ``mma{j}`` reads rows j*block_m/subtiles.. of the A
+    slot (an SMEM slice) into its own accumulator; each accumulator starts at zero; the epilogue
+    converts it to the input dtype, stores it to its rows of an SMEM staging tile, fences and writes
+    them with one TMA store (out-of-range rows and columns of M/N tails are clipped by TMA; K tails
+    read zeros).
     """
 
     program = "gemm"
@@ -103,6 +106,7 @@ class GemmFrame(Frame):
         try:
             self.bm, self.bn, self.bk = int(params["block_m"]), int(params["block_n"]), int(params["block_k"])
             self.dtype = str(params["dtype"])
+            self.sub = int(params.get("subtiles", 1))
         except (KeyError, TypeError, ValueError) as err:
             raise TwillError(f"gemm frame: schedule body lacks parameter {err}") from None
         if self.dtype not in GL_DTYPES:
@@ -116,10 +120,16 @@ class GemmFrame(Frame):
             return RingSpec("b_desc", (self.bn, self.bk), self.gl_dtype, self.esize, lambda j: f"[off_n, ({j}) * {self.bk}]")
         raise TwillError(f"gemm frame: no TMA box for op {op!r}")
 
-    def mma(self, op: str) -> MmaSpec:
-        if op != "mma":
+    def _subtile(self, op: str) -> int:
+        names = ["mma"] if self.sub == 1 else [f"mma{j}" for j in range(self.sub)]
+        if op not in names:
             raise TwillError(f"gemm frame: no operands for op {op!r}")
-        return MmaSpec(a="load_a", b="load_b", b_permute=True, acc="acc", acc_shape=(self.bm, self.bn))
+        return names.index(op)
+
+    def mma(self, op: str) -> MmaSpec:
+        j, rows = self._subtile(op), self.bm // self.sub
+        return MmaSpec(a="load_a", a_rows=None if self.sub == 1 else (j * rows, rows), b="load_b", b_permute=True,
+                       acc="acc" if self.sub == 1 else f"acc{j}", acc_shape=(rows, self.bn))
 
     def prelude(self) -> list[str]:
         g = self.GROUP_M
@@ -149,10 +159,12 @@ class GemmFrame(Frame):
         return [f"{spec.acc} = gl.zeros(({m}, {n}), dtype=gl.float32, layout={layout})  # frame: C starts at 0"]
 
     def epilogue(self, spec: MmaSpec) -> list[str]:
+        first, rows = spec.a_rows or (0, self.bm)
+        view = "c_smem" if spec.a_rows is None else f"c_smem.slice({first}, {rows})"
         return [
-            f"c_smem.store({spec.acc}.to({self.gl_dtype}))  # frame: epilogue, accumulator -> SMEM",
+            f"{view}.store({spec.acc}.to({self.gl_dtype}))  # frame: epilogue, accumulator -> SMEM",
             "fence_async_shared()  # frame: generic SMEM write before the async-proxy TMA store",
-            "tma.async_copy_shared_to_global(c_desc, [off_m, off_n], c_smem)",
+            f"tma.async_copy_shared_to_global(c_desc, [off_m{f' + {first}' if first else ''}, off_n], {view})",
             "tma.store_wait(0)",
         ]
 
@@ -168,7 +180,8 @@ class GemmFrame(Frame):
             "    N = b.shape[0]",
             f"    a_desc = TensorDescriptor.from_tensor(a, [{self.bm}, {self.bk}], {self._layout((self.bm, self.bk))})",
             f"    b_desc = TensorDescriptor.from_tensor(b, [{self.bn}, {self.bk}], {self._layout((self.bn, self.bk))})",
-            f"    c_desc = TensorDescriptor.from_tensor(c, [{self.bm}, {self.bn}], {self._layout((self.bm, self.bn))})",
+            f"    c_desc = TensorDescriptor.from_tensor(c, [{self.bm // self.sub}, {self.bn}], "
+            f"{self._layout((self.bm // self.sub, self.bn))})",
             f"    grid = (triton.cdiv(M, {self.bm}) * triton.cdiv(N, {self.bn}),)",
             f"    return {kernel}[grid](a_desc, b_desc, c_desc, M, N, K, {opts})",
         ]
@@ -184,7 +197,7 @@ class GemmFrame(Frame):
             return f"tensordesc<{self.sig_dtype}[{shape[0]}, {shape[1]}],{layout!r}>"
 
         return {"a_desc": desc((self.bm, self.bk)), "b_desc": desc((self.bn, self.bk)),
-                "c_desc": desc((self.bm, self.bn)), "M": "i32", "N": "i32", "K": "i32"}
+                "c_desc": desc((self.bm // self.sub, self.bn)), "M": "i32", "N": "i32", "K": "i32"}
 
 
 FRAMES: dict[str, Callable[[dict[str, Any]], Frame]] = {"gemm": GemmFrame}

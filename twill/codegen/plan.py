@@ -102,6 +102,7 @@ class Plan:
     mmas: dict[str, MmaSpec]
     grant: Grant | None
     smem_bytes: int
+    turns: list[int] = field(default_factory=list)  # tensor-core groups in turn order (empty: no turn-taking)
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -188,9 +189,6 @@ def _partitions(sched: Schedule, problem: Problem) -> list[Partition]:
         parts.append(Partition(g.id, g.warps, g.regs_per_thread, tuple(o.id for o in ops),
                                {o.id: o.stage - low for o in ops}))
     mma_groups = {sched.group_of(o.id) for o in sched.ops if _kind(problem, o.id) == "wgmma"}
-    if len(mma_groups) > 1:
-        raise CodegenError(f"codegen: groups {sorted(mma_groups)} all issue wgmma; turn-taking between tensor-core "
-                           "groups is not lowered yet")
     for p in parts:
         if p.group in mma_groups and p.warps % 4:
             raise CodegenError(f"codegen: group {p.group} issues wgmma with {p.warps} warps; wgmma needs whole "
@@ -208,6 +206,31 @@ def _partitions(sched: Schedule, problem: Problem) -> list[Partition]:
     if len(parts) > MAX_PARTITIONS:
         raise CodegenError(f"codegen: {len(parts)} groups; Gluon allows at most {MAX_PARTITIONS} partitions")
     return [best] + [p for p in parts if p is not best]
+
+
+def _turns(sched: Schedule, problem: Problem) -> list[int]:
+    """Groups that take turns on the tensor cores, in the order the schedule issues them.
+
+    The tensor cores are one unit, so the schedule keeps the TC windows of different groups
+    disjoint; when two or more groups issue wgmma the kernel makes them take turns in the order of
+    their first wgmma's start (a token passed round on mbarriers). Each group's wgmmas must sit in
+    one stage and the round must fit in one II, or the order is not one round per iteration."""
+    firsts: dict[int, int] = {}
+    for o in sched.ops:
+        if _kind(problem, o.id) == "wgmma":
+            firsts[o.group] = min(firsts.get(o.group, o.start), o.start)
+    if len(firsts) < 2:
+        return []
+    for g in firsts:
+        stages = {x.stage for x in sched.ops if x.group == g and _kind(problem, x.id) == "wgmma"}
+        if len(stages) > 1:
+            raise CodegenError(f"codegen: group {g} issues wgmma in stages {sorted(stages)}; its tensor-core turn "
+                               "would span iterations")
+    order = sorted(firsts, key=lambda g: (firsts[g], g))
+    if firsts[order[-1]] - firsts[order[0]] >= sched.ii:
+        raise CodegenError(f"codegen: tensor-core turns of groups {order} start {firsts[order[-1]] - firsts[order[0]]} "
+                           f"cycles apart, more than II {sched.ii}; one round per iteration cannot keep that order")
+    return order
 
 
 def _waits(sched: Schedule, problem: Problem) -> dict[str, MmaWait]:
@@ -307,16 +330,20 @@ def make_plan(sched: Schedule, problem: Problem, frame: Frame | None = None) -> 
                 raise CodegenError(f"codegen: {op} reads {operand} but the body has no SMEM edge {operand}->{op}")
     channels = _channels(sched, rings)
     waits = _waits(sched, problem)
+    turns = _turns(sched, problem)
     staging = sum(s[4] for s in frame.staging())
     smem = sum(r.copies * r.slot_bytes for r in rings.values()) + staging + \
-        sum(BARRIER_BYTES * c.copies * (2 if c.cross else 1) for c in channels)
-    plan = Plan(sched, problem, frame, partitions, rings, channels, waits, mmas, None, smem)
+        sum(BARRIER_BYTES * c.copies * (2 if c.cross else 1) for c in channels) + BARRIER_BYTES * len(turns)
+    plan = Plan(sched, problem, frame, partitions, rings, channels, waits, mmas, None, smem, turns=turns)
     cap = problem.arch.limit("smem_bytes_per_cta")
     if smem > cap:
         raise CodegenError(f"codegen: rings, staging and barriers need {smem} B of SMEM; the CTA has {cap} B")
     reg_max = problem.arch.limit("regs_per_thread_max")
     for op, spec in mmas.items():
         p = next(q for q in partitions if op in q.ops)
+        if spec.acc_shape[0] % (16 * p.warps):
+            raise CodegenError(f"codegen: {op}'s accumulator has {spec.acc_shape[0]} rows; group {p.group}'s "
+                               f"{p.warps} warps each need 16 of them (wgmma rows per warp)")
         need = frame.acc_regs_per_thread(spec, p.warps)
         room = p.regs if p.regs is not None else reg_max
         if need >= room:

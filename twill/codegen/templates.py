@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 __all__ = ["Iter", "slot", "phase", "wait_empty", "expect", "tma_load", "wait_full", "wgmma", "wgmma_wait",
-           "release", "acc_layout"]
+           "release", "acc_layout", "turn_wait", "turn_pass"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,10 +66,23 @@ def wait_full(ch: str, j: Iter, depth: int, why: str) -> str:
     return f"mbarrier.wait({ch}_full.index({slot(j, depth)}), {phase(j, depth)})  # consumer waits data: {why}"
 
 
-def wgmma(acc: str, a: str, a_depth: int, b: str, b_depth: int, b_permute: bool, j: Iter, why: str) -> str:
+def wgmma(acc: str, a: str, a_depth: int, a_rows: tuple[int, int] | None, b: str, b_depth: int, b_permute: bool,
+          j: Iter, why: str) -> str:
+    a_view = f"{a}_ring.index({slot(j, a_depth)})" + ("" if a_rows is None else f".slice({a_rows[0]}, {a_rows[1]})")
     b_view = f"{b}_ring.index({slot(j, b_depth)})" + (".permute((1, 0))" if b_permute else "")
-    return (f"{acc} = warpgroup_mma({a}_ring.index({slot(j, a_depth)}), {b_view}, {acc}, is_async=True)"
-            f"  # {why}")
+    return f"{acc} = warpgroup_mma({a_view}, {b_view}, {acc}, is_async=True)  # {why}"
+
+
+def turn_wait(position: int, j: Iter, why: str) -> str:
+    """Wait for this group's turn on the tensor cores in iteration ``j``: the first group waits for
+    the last group's previous turn (a fresh barrier lets iteration 0 through), the others for the
+    turn of the group before them in this iteration."""
+    parity = f"(({j.expr()}) & 1) ^ 1" if position == 0 else f"({j.expr()}) & 1"
+    return f"mbarrier.wait(turn.index({position}), {parity})  # {why}"
+
+
+def turn_pass(position: int, count: int, why: str) -> str:
+    return f"mbarrier.arrive(turn.index({(position + 1) % count}))  # {why}"
 
 
 def wgmma_wait(acc: str, depth: int, why: str) -> str:

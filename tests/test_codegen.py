@@ -17,7 +17,8 @@ from twill.schedule import Schedule
 ROOT = Path(__file__).resolve().parents[1]
 SCHEDULES = ROOT / "bench" / "codegen"
 THREE = ("swp", "ws1", "ws2")
-KERNELS = THREE + ("ws2sub",)  # ws2sub: producer + two 4-warp consumer groups taking tensor-core turns
+KERNELS = THREE + ("ws2sub", "ws1sub")  # ws2sub: producer + two 4-warp consumers taking tensor-core turns;
+# ws1sub: producer + one 4-warp group issuing two sub-tile MMAs
 
 
 @pytest.fixture(autouse=True)
@@ -74,14 +75,17 @@ def test_plan_reads_every_structural_fact_off_the_schedule(name):
 
 
 def test_wait_depth_comes_from_latency_over_ii():
-    """One later wgmma falls inside the MMA's latency (latency > II), so it is retired with wait(1)
-    right after the next issue and its slots are released one iteration late."""
+    """k = the group's wgmma issues that fall inside an MMA's latency; the wait sits after the k-th.
+    With one MMA per group and latency > II that is wait(1) after the next iteration's issue."""
     for name in KERNELS:
         sched = Schedule.read(SCHEDULES / f"gemm_{name}.json")
         plan = generate(sched).plan
         for op, w in plan.waits.items():
-            lat = sched.body.op(op).latency
-            assert (w.depth, w.lag) == ((1, 1) if lat > sched.ii else (0, 0))
+            v, lat = sched.op(op), sched.body.op(op).latency
+            later = sorted((u.start + d * sched.ii, u.id, d) for u in sched.ops for d in range(-4, 5)
+                           if u.id in plan.mmas and u.group == v.group and v.start < u.start + d * sched.ii < v.start + lat)
+            assert w.depth == len(later)
+            assert (w.after, w.lag) == ((later[-1][1], later[-1][2]) if later else (op, 0))
 
 
 def test_groups_sharing_the_tensor_cores_take_turns_in_start_order():
@@ -95,6 +99,36 @@ def test_groups_sharing_the_tensor_cores_take_turns_in_start_order():
     assert ".slice(64, 64)" in gen.source  # mma1 reads the second half of the A slot
     single = generate(Schedule.read(SCHEDULES / "gemm_ws2.json"))
     assert single.plan.turns == [] and "turn.index" not in single.source and "turn = " not in single.source
+
+
+def test_swapping_the_consumers_swaps_the_turn_order():
+    def swap(d):  # mma0 (first on the tensor cores) moves to group 2, mma1 to group 1
+        set_op(d, "mma0", group=2)
+        set_op(d, "mma1", group=1)
+        d["groups"][1]["ops"], d["groups"][2]["ops"] = ["mma1"], ["mma0"]
+
+    gen = generate(mutated("ws2sub", swap))
+    assert gen.plan.turns == [2, 1]
+    body = gen.source.split("def partition_g2")[1].split("@gluon.jit")[0]
+    assert "mbarrier.wait(turn.index(0), ((t) & 1) ^ 1)" in body and ".slice(0, 64)" in body
+
+
+@pytest.mark.parametrize("name", KERNELS)
+def test_each_reader_group_releases_each_slot_once_per_iteration(name):
+    gen = generate(Schedule.read(SCHEDULES / f"gemm_{name}.json"))
+    for p in gen.plan.partitions:
+        body = gen.source.split(f"def partition_g{p.group}(")[1].split("@gluon.jit")[0]
+        loop = body.split("for t in range(")[1].split("\n    #")[0].split("\n    acc")[0]
+        for ch in gen.plan.channels:
+            arrivals = loop.count(f"mbarrier.arrive({ch.name}_empty")
+            assert arrivals == (1 if ch.cross and any(r in p.ops for r in ch.readers) else 0), (p.group, ch.name)
+
+
+def test_an_accumulator_retired_in_the_next_iteration_enters_the_loop_as_async():
+    gen = generate(Schedule.read(SCHEDULES / "gemm_ws1sub.json"))
+    w0, w1 = gen.plan.waits["mma0"], gen.plan.waits["mma1"]
+    assert (w0.after, w0.lag, w1.after, w1.lag) == ("mma1", 1, "mma0", 0)
+    assert "acc0 = warpgroup_mma_init(acc0)" in gen.source and "acc1 = warpgroup_mma_init" not in gen.source
 
 
 def test_cli_groups_flag_checks_its_input(capsys):

@@ -97,7 +97,7 @@ class _Body:
         chans = []
         for src in (spec.a, spec.b):
             ch = plan.channel_of(src)
-            if ch.cross and ch not in chans:
+            if ch.cross and ch not in chans and plan.releases(self.part.group, ch.name, op):
                 chans.append(ch)
         if not chans:
             return
@@ -106,8 +106,9 @@ class _Body:
             self.add(f"gl.thread_barrier()  # group {self.part.group} has {self.part.warps} warps: every warpgroup "
                      "retires its wgmma before the release", depth)
         for ch in chans:
-            self.add(T.release(ch.name, j, ch.copies, pred, f"{op} of this iteration read {ch.name} (producer group "
-                                                            f"{ch.producer})"), depth)
+            self.add(T.release(ch.name, j, ch.copies, pred, f"{op} of iteration {j.expr()} read {ch.name} (producer "
+                                                            f"group {ch.producer}), the last reader group "
+                                                            f"{self.part.group} issues"), depth)
 
     def op(self, op: str, j: T.Iter, depth: int) -> None:
         if op in self.plan.rings:
@@ -132,9 +133,14 @@ def _partition(plan: Plan, part: Partition, args: str) -> list[str]:
     for op in mine:
         spec = plan.mmas[op]
         layout = T.acc_layout(part.warps, spec.acc_shape[1])
-        b.add(f"acc_layout: gl.constexpr = {layout}  # wgmma accumulator over group {part.group}'s {part.warps} warps")
-        for line in plan.frame.acc_init(spec, "acc_layout"):
+        b.add(f"{spec.acc}_layout: gl.constexpr = {layout}  # wgmma accumulator over group {part.group}'s "
+              f"{part.warps} warps")
+        for line in plan.frame.acc_init(spec, f"{spec.acc}_layout"):
             b.add(line)
+        w = plan.waits[op]
+        if part.ops.index(w.after) < part.ops.index(op):  # retired in the next iteration: async across the back edge
+            b.add(f"{spec.acc} = warpgroup_mma_init({spec.acc})  # {op} is retired after the next iteration's "
+                  f"{w.after}: its accumulator crosses the loop's back edge in flight")
     for p in range(S):
         b.add(f"# prologue step {p}: ops with stage offset <= {p} (stage peeling, depth {S})")
         for op in part.ops:
@@ -240,7 +246,7 @@ def emit_source(plan: Plan, schedule_name: str = "") -> str:
         "from triton.experimental import gluon",
         "from triton.experimental.gluon import language as gl",
         "from triton.experimental.gluon.language.nvidia.hopper import (",
-        "    fence_async_shared, mbarrier, tma, warpgroup_mma, warpgroup_mma_wait)",
+        "    fence_async_shared, mbarrier, tma, warpgroup_mma, warpgroup_mma_init, warpgroup_mma_wait)",
         "from triton.experimental.gluon.nvidia.hopper import TensorDescriptor",
         "",
         f"SCHEDULE = {{'file': {schedule_name!r}, 'program': {sched.program!r}, 'arch': {sched.arch!r}, "

@@ -103,7 +103,12 @@ class Plan:
     grant: Grant | None
     smem_bytes: int
     turns: list[int] = field(default_factory=list)  # tensor-core groups in turn order (empty: no turn-taking)
-    notes: list[str] = field(default_factory=list)
+    releasers: dict[tuple[int, str], str] = field(default_factory=dict)  # (group, channel) -> the op that releases
+
+    def releases(self, group: int, channel: str, op: str) -> bool:
+        """Whether retiring ``op`` releases ``channel``'s slot for ``group`` (one arrival per group
+        per iteration: by the group's last-issued reader, whose retirement retires the others)."""
+        return self.releasers.get((group, channel)) == op
 
     @property
     def default(self) -> Partition:
@@ -116,8 +121,6 @@ class Plan:
     def channel_of(self, op: str) -> Channel:
         return next(c for c in self.channels if any(r.op == op for r in c.rings))
 
-    def group_of(self, op: str) -> int:
-        return self.schedule.group_of(op)
 
 
 def _kind(problem: Problem, op: str) -> str:
@@ -148,7 +151,7 @@ def _rings(sched: Schedule, problem: Problem, frame: Frame) -> dict[str, Ring]:
     for o in sched.ops:
         if _kind(problem, o.id) != "tma_load":
             continue
-        outs = [e for e in problem.body.out_edges(o.id)]
+        outs = list(problem.body.out_edges(o.id))
         bad = [e for e in outs if e.carrier != Carrier.SMEM]
         if bad:
             raise CodegenError(f"codegen: edge {bad[0].src}->{bad[0].dst} carries {bad[0].carrier.value}; a TMA "
@@ -259,6 +262,18 @@ def _waits(sched: Schedule, problem: Problem) -> dict[str, MmaWait]:
     return out
 
 
+def _releasers(sched: Schedule, partitions: list[Partition], channels: list[Channel]) -> dict[tuple[int, str], str]:
+    """For each group reading a channel, the reader it issues last in an iteration (stage, then
+    offset): wgmma waits retire in issue order, so that reader's retirement frees the slot."""
+    out = {}
+    for ch in channels:
+        for p in partitions:
+            mine = [r for r in ch.readers if r in p.ops]
+            if mine:
+                out[(p.group, ch.name)] = max(mine, key=lambda r: (p.stage[r], sched.op(r).offset, sched.op(r).start))
+    return out
+
+
 def _position(p: Partition, sched: Schedule, op: str, j: int) -> tuple[int, int, int]:
     o = sched.op(op)
     return (j + p.stage[op], o.offset, o.start)
@@ -334,7 +349,8 @@ def make_plan(sched: Schedule, problem: Problem, frame: Frame | None = None) -> 
     staging = sum(s[4] for s in frame.staging())
     smem = sum(r.copies * r.slot_bytes for r in rings.values()) + staging + \
         sum(BARRIER_BYTES * c.copies * (2 if c.cross else 1) for c in channels) + BARRIER_BYTES * len(turns)
-    plan = Plan(sched, problem, frame, partitions, rings, channels, waits, mmas, None, smem, turns=turns)
+    plan = Plan(sched, problem, frame, partitions, rings, channels, waits, mmas, None, smem, turns=turns,
+                releasers=_releasers(sched, partitions, channels))
     cap = problem.arch.limit("smem_bytes_per_cta")
     if smem > cap:
         raise CodegenError(f"codegen: rings, staging and barriers need {smem} B of SMEM; the CTA has {cap} B")

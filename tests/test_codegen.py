@@ -229,6 +229,14 @@ def test_cli_refuses_with_one_line_and_exit_2(tmp_path, capsys):
     assert not (tmp_path / "k.py").exists()
 
 
+def test_a_blackwell_schedule_is_refused(tmp_path, capsys):
+    out = tmp_path / "b.json"
+    assert main(["solve", "gemm", "--arch", "b200", "-q", "--workers", "1", "--out", str(out)]) == 0
+    capsys.readouterr()
+    assert main(["codegen", str(out), "-o", str(tmp_path / "k.py")]) == 2
+    assert "lowers Hopper" in capsys.readouterr().err
+
+
 def test_cli_writes_the_kernel(tmp_path, capsys):
     assert main(["codegen", str(SCHEDULES / "gemm_ws1.json"), "-o", str(tmp_path / "k.py")]) == 0
     assert "2 partition(s)" in capsys.readouterr().out

@@ -326,6 +326,11 @@ def _grant(plan: Plan) -> Grant | None:
 
 def make_plan(sched: Schedule, problem: Problem, frame: Frame | None = None) -> Plan:
     """The lowering plan of ``sched``, or ``CodegenError`` naming the first fact that cannot be lowered."""
+    arch = problem.arch
+    if arch.feature("accumulator") != "registers" or arch.feature("mma_issuer") != "warpgroup":
+        raise CodegenError(f"codegen: arch {arch.name} issues MMAs by {arch.feature('mma_issuer')} into "
+                           f"{arch.feature('accumulator')}; the emitter lowers Hopper (warpgroup wgmma, register "
+                           "accumulators) only")
     frame = frame or frame_for(sched.program, dict(sched.body.params))
     for e in problem.edges:
         if e.carrier == Carrier.REGISTERS and sched.group_of(e.src) != sched.group_of(e.dst):

@@ -154,6 +154,19 @@ def cmd_import(args: argparse.Namespace) -> int:
     return 0
 
 
+def _fixed_groups(text: str | None) -> tuple[tuple[str, int], ...]:
+    """``--groups 'load_a=0,mma=1'``: ops imposed on warp groups (the solver keeps the rest free)."""
+    if not text:
+        return ()
+    out = []
+    for item in text.split(","):
+        name, sep, group = item.partition("=")
+        if not sep or not name.strip() or not group.strip().isdigit():
+            raise TwillError(f"--groups {text!r}: expected OP=GROUP[,OP=GROUP...] with GROUP a number, got {item!r}")
+        out.append((name.strip(), int(group)))
+    return tuple(out)
+
+
 def _options(args: argparse.Namespace):
     from twill.options import SolveOptions
 
@@ -167,6 +180,7 @@ def _options(args: argparse.Namespace):
         max_groups=args.max_groups,
         max_warps=args.max_warps,
         no_handoff=args.no_handoff,
+        fixed_groups=_fixed_groups(args.groups),
         progress=None if args.quiet else (lambda msg: print(msg, file=sys.stderr, flush=True)),
     )
 
@@ -210,7 +224,12 @@ def cmd_solve(args: argparse.Namespace) -> int:
     problem = _problem(args)
     if getattr(args, "solver", "cpsat") == "z3":
         from twill.solver.z3_backend import solve_z3 as solve
-    sched = solve(problem, _options(args))
+    options = _options(args)
+    unknown = sorted({name for name, _ in options.fixed_groups} - {op.name for op in problem.ops})
+    if unknown:
+        raise TwillError(f"--groups names {', '.join(unknown)}, not ops of {problem.body.name} "
+                         f"(ops: {', '.join(op.name for op in problem.ops)})")
+    sched = solve(problem, options)
     print_summary(problem, sched)
     _check(problem, sched)
     if args.out:
@@ -352,6 +371,29 @@ def cmd_estimate(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_codegen(args: argparse.Namespace) -> int:
+    """Write the Gluon kernel of a schedule; --check also compiles it for sm_90a (no GPU needed)."""
+    from twill.codegen import generate_file
+
+    gen = generate_file(args.schedule, args.output)
+    plan = gen.plan
+    parts = ", ".join(f"g{p.group}{'*' if p.default else ''} {p.warps}w" for p in plan.partitions)
+    print(f"wrote {args.output}: {len(plan.partitions)} partition(s) ({parts}; * = default), "
+          f"rings {', '.join(f'{r.op} x{r.copies}' for r in plan.rings.values())}, SMEM {plan.smem_bytes} B")
+    if args.check:
+        from twill.codegen.compile import compile_generated
+
+        c = compile_generated(gen.source, plan.frame, "twill_codegen_check")
+        print(f"compiled for sm_90a: {c.registers} registers, spills {c.spill_stores}/{c.spill_loads} B "
+              f"(stores/loads), worker warps {list(c.partition_warps)}, requested registers "
+              f"{list(c.requested_regs)}, setmaxnreg {sorted(set(c.setmaxnreg))}")
+        if plan.grant is not None:
+            d = plan.default
+            print(f"default partition g{d.group}: schedule budget {d.regs} registers, compiler grant {plan.grant.default} "
+                  f"(launch maxnreg {plan.grant.maxnreg}: the leftover of the register file)")
+    return 0
+
+
 def cmd_calibrate(args: argparse.Namespace) -> int:
     """Measure this machine's GPU (or read earlier results) and write an arch TOML from the numbers."""
     from pathlib import Path
@@ -437,6 +479,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="most warp groups considered (default %(default)s)")
     p.add_argument("--max-warps", type=int, default=None, help="ablation: allow fewer warps than the CTA holds")
     p.add_argument("--no-handoff", action="store_true", help="ablation: no register value may cross warp groups")
+    p.add_argument("--groups", metavar="OP=G,...", help="impose warp groups on ops, e.g. 'load_a=0,mma0=1,mma1=2' "
+                   "(group numbers only tell ops apart; the solver still chooses warps and registers)")
     p.add_argument("--solver", choices=("cpsat", "z3"), default="cpsat",
                    help="backend: cpsat (default) or z3, the differential-testing reference for small graphs")
     p.add_argument("--out", "-o", help="write the schedule as twill.schedule/1 JSON")
@@ -450,7 +494,7 @@ def build_parser() -> argparse.ArgumentParser:
     _program_args(p)
     p.set_defaults(func=cmd_compare, objective=",".join(_DEFAULTS.objective), swp_only=False,
                    phase_limit=_DEFAULTS.phase_limit, max_groups=_DEFAULTS.max_groups, max_warps=None, no_handoff=False,
-                   quiet=True, work_limit=None)
+                   quiet=True, work_limit=None, groups=None)
     p.add_argument("--time-limit", type=float, default=_DEFAULTS.time_limit,
                    help="wall-clock seconds per strategy (default %(default)s)")
     p.add_argument("--workers", type=int, default=0, help="CP-SAT workers (default: one per core)")
@@ -482,6 +526,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seqlen", type=int, default=8192)
     p.add_argument("--causal", action="store_true")
     p.set_defaults(func=cmd_estimate)
+
+    p = sub.add_parser("codegen", help="write a Gluon (Triton 3.6, Hopper) kernel and launcher from a schedule")
+    p.add_argument("schedule", help="a twill.schedule/1 JSON file")
+    p.add_argument("--output", "-o", required=True, help="Python file to write")
+    p.add_argument("--check", action="store_true", help="also compile it for sm_90a (needs triton) and report "
+                   "registers and spills")
+    p.set_defaults(func=cmd_codegen)
 
     p = sub.add_parser("calibrate", help="measure this GPU with the bench/gpu microbenchmarks and write an arch TOML")
     p.add_argument("--out", "-o", required=True, help="arch TOML file to write")

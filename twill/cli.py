@@ -8,12 +8,15 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 from collections.abc import Sequence
 
 from twill.errors import TwillError
-from twill.options import SolveOptions
+from twill.options import SolveOptions, default_work
 
 _DEFAULTS = SolveOptions()  # one source of the option defaults
+_STARTED = time.monotonic()  # the wall-clock cap counts from here: imports and output are the user's wait too
+_OUTPUT = 0.5  # seconds kept back from the cap for validating and printing the result
 
 __all__ = ["main"]
 
@@ -168,13 +171,14 @@ def _fixed_groups(text: str | None) -> tuple[tuple[str, int], ...]:
 
 
 def _options(args: argparse.Namespace):
-    from twill.options import SolveOptions
-
+    if not args.time_limit > 0:
+        raise TwillError(f"--time-limit {args.time_limit:g}: must be a positive number of seconds")
     return SolveOptions(
         objective=tuple(x.strip() for x in args.objective.split(",")),
         swp_only=args.swp_only,
-        time_limit=args.time_limit,
-        work_limit=args.work_limit,
+        # the work budget follows the cap the user gave; the cap itself is what is left of it
+        time_limit=max(0.1, args.time_limit - (time.monotonic() - _STARTED) - _OUTPUT),
+        work_limit=args.work_limit if args.work_limit is not None else default_work(args.time_limit),
         phase_limit=args.phase_limit,
         workers=args.workers,
         max_groups=args.max_groups,

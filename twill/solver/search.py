@@ -44,7 +44,9 @@ from twill.solver.phases import (
     refute_below,
 )
 from twill.solver.run import Budget, Progress, Work
+from twill.solver.sequential import sequential_witness
 from twill.solver.strategies import producer_consumer_split
+from twill.validate import validate
 
 __all__ = ["solve"]
 
@@ -93,7 +95,7 @@ def solve(problem: Problem, options: SolveOptions | None = None) -> Schedule:
     cap = sequential_ii(problem) if incumbent is None else incumbent.ii - 1
     if incumbent is not None:
         ctx.upper = hints.from_schedule(problem, incumbent)
-        ctx.report(f"heuristic schedule (Rau's IMS) at II {incumbent.ii}: the search looks below it")
+        ctx.report(f"first schedule, from {_source(incumbent)}, at II {incumbent.ii}: the search looks below it")
     lb, why = _modulo_floor(ctx, lb, why, cap)
     fallback = _construct(ctx, lb, cap) if incumbent is None else None
     if fallback is not None:
@@ -119,8 +121,9 @@ def solve(problem: Problem, options: SolveOptions | None = None) -> Schedule:
 
 def _modulo_floor(ctx: Context, lb: int, why: str, cap: int) -> tuple[int, str]:
     """The joint problem only adds constraints to pure modulo scheduling, so the proven modulo
-    optimum (or CP-SAT's bound on it) is a lower bound of the joint II."""
-    if ctx.options.swp_only or cap < lb:
+    optimum (or CP-SAT's bound on it) is a lower bound of the joint II. Where TMEM binds, the memory
+    relaxation (pure modulo scheduling plus TMEM) runs on every window instead, a stronger bound."""
+    if ctx.options.swp_only or ctx.memory or cap < lb or ctx.work.left() <= 0:
         return lb, why
     v = build_model(ctx.problem, replace(ctx.options, swp_only=True), lb, cap)
     v.m.minimize(v.ii)
@@ -141,7 +144,7 @@ def _construct(ctx: Context, lb: int, cap: int) -> Found | None:
     """A first schedule where the heuristic has none: the full model at the cap (one iteration at a
     time fits whenever any schedule does), satisfied with Triton's producer/consumer split pinned,
     else with groups free. Easy models: no optional intervals, no II to minimise."""
-    if cap < lb:
+    if cap < lb or ctx.work.left() <= 0:
         return None
     p, o = ctx.problem, ctx.options
     strategies = [o] if o.swp_only or o.fixed_groups else [replace(o, fixed_groups=producer_consumer_split(p)), o]
@@ -271,26 +274,39 @@ def _no_schedule(problem: Problem, options: SolveOptions, result: _IIResult, cap
 
 
 def _heuristic_incumbent(problem: Problem, options: SolveOptions, lb: int, work: Work) -> Schedule | None:
-    """A validated schedule from Rau's iterative modulo scheduling (``twill.solver.ims``), or None.
+    """A validated first schedule without a solver: Rau's iterative modulo scheduling
+    (``twill.solver.ims``) or, where it finds none, the sequential schedule
+    (``twill.solver.sequential``); None when neither holds.
 
     It bounds the search from above (windows stop below its II) and is the answer when the budget
     runs out before CP-SAT finds anything. Not for a baseline strategy or an ablation whose
-    restriction (fixed groups, one stage, no hand-off) the heuristic does not obey; it does obey
-    a warp cap (``max_warps``), and the cap is checked again on its schedule.
+    restriction (fixed groups, one stage, no hand-off) the heuristics do not obey; they do obey a
+    warp cap (``max_warps``), and the cap is checked again on their schedules.
     """
     if options.fixed_groups or options.single_stage or options.no_handoff:
         return None
     from twill.solver.ims import ims_swp, ims_triton_split  # a peer of the solver: imported on use
 
     result = (ims_swp if options.swp_only else ims_triton_split)(problem, options, deadline=work.deadline)
-    if work.check_wall():
-        return None  # the cap cut the heuristic: a schedule from it would depend on the machine's load
-    sched = result.schedule
-    if sched is None or len(sched.groups) > options.max_groups or sched.ii < lb:
-        return None
-    if options.max_warps is not None and sum(g.warps for g in sched.groups) > options.max_warps:
-        return None
-    return sched
+    # where the cap cut the heuristic, its schedule would depend on the machine's load
+    heuristic = None if work.check_wall() else result.schedule
+    for sched in (heuristic, _sequential(problem, options)):
+        if sched is None or len(sched.groups) > options.max_groups or sched.ii < lb:
+            continue
+        if options.max_warps is not None and sum(g.warps for g in sched.groups) > options.max_warps:
+            continue
+        return sched
+    return None
+
+
+def _source(sched: Schedule) -> str:
+    return "Rau's IMS heuristic" if sched.proof.startswith("heuristic") else "the sequential schedule"
+
+
+def _sequential(problem: Problem, options: SolveOptions) -> Schedule | None:
+    """The sequential schedule where the validator accepts it (its footprints may not fit)."""
+    sched = sequential_witness(problem, swp_only=options.swp_only)
+    return None if validate(problem, sched) else sched
 
 
 def _adopt(ctx: Context, incumbent: Schedule) -> Found | None:
@@ -306,7 +322,7 @@ def _adopt(ctx: Context, incumbent: Schedule) -> Found | None:
 
 def _as_result(incumbent: Schedule, optimal: bool, floor: int, lb: int, why: str, work: Work) -> Schedule:
     """The heuristic's own schedule, labelled with what the search proved."""
-    proof = _proof(optimal, incumbent.ii, lb, floor, why, work.cut) + " (schedule from Rau's IMS heuristic)"
+    proof = _proof(optimal, incumbent.ii, lb, floor, why, work.cut) + f" (schedule from {_source(incumbent)})"
     return replace(incumbent, status="optimal" if optimal else "feasible",
                    ii_lower_bound=incumbent.ii if optimal else floor, proof=proof, solve_seconds=work.seconds())
 

@@ -489,7 +489,7 @@ def descent(ctx: Context, w: Window, budget: Budget) -> Outcome:
     while failed + 1 < best.ii and ctx.work.spent < until and ctx.work.left() > 0:
         probe = (failed + best.ii) // 2
         v = build_model(ctx.problem, ctx.options, probe, probe)
-        hints.hint(v, best)
+        hints.hint(v, best, starts=False)
         hints.hint_rescaled(v, best, probe)
         s = ctx.solver(min(budget.attempt, until - ctx.work.spent))
         if s.solve(v.m) in FEASIBLE:

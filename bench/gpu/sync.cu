@@ -27,10 +27,12 @@ __device__ __forceinline__ void named_arrive(int id, int n) {
 // ---------------------------------------------------------------------------------------------
 // mbarrier ping-pong. mode 0: two warpgroups, each warp's lane 0 arrives after the warp has passed
 // its wait (arrival count 4); every thread waits. mode 1: thread 0 and thread 32 only (count 1).
-// poll 0: waits poll with try_wait (CUTLASS); 1: they spin on test_wait.
+// poll 0: waits poll with try_wait (no suspend hint); 1: they spin on test_wait; 2: try_wait with
+// CUTLASS's suspend hint (resumes when the phase completes instead of on a ~200-cycle poll grid).
 __device__ __forceinline__ bool wait_poll(uint32_t bar, uint32_t parity, int poll) {
-  return poll ? mbar_wait<true>(bar, parity) : mbar_wait<false>(bar, parity);
+  return poll == 2 ? mbar_wait_hint(bar, parity) : poll ? mbar_wait<true>(bar, parity) : mbar_wait<false>(bar, parity);
 }
+constexpr const char* kPollNames[3] = {"try_wait", "test_wait", "try_wait_hint"};
 
 __global__ void __launch_bounds__(256, 1) mbar_pingpong_kernel(int iters, int mode, int poll, CtaTime* times) {
   __shared__ __align__(8) uint64_t bars[2];
@@ -142,7 +144,7 @@ __global__ void __launch_bounds__(384, 1) named_barrier_kernel(int iters, int n,
 // memory: producer waits `empty`, stores, arrives `full`; consumer waits `full`, loads, arrives
 // `empty` (one arrival per warp, after __syncwarp). Round i carries i*WORDS + k + thread.
 template <int WORDS>
-__global__ void __launch_bounds__(256, 1) handoff_kernel(int iters, CtaTime* times, uint32_t* sums) {
+__global__ void __launch_bounds__(256, 1) handoff_kernel(int iters, int poll, CtaTime* times, uint32_t* sums) {
   extern __shared__ __align__(16) uint32_t buf[];
   __shared__ __align__(8) uint64_t bars[2];
   const int tid = threadIdx.x, t = tid % kWg, lane = tid % 32;
@@ -156,7 +158,7 @@ __global__ void __launch_bounds__(256, 1) handoff_kernel(int iters, CtaTime* tim
   const uint64_t c0 = clock_cycles(), g0 = global_ns();
   if (tid < kWg) {
     for (int i = 0; i < iters; ++i) {
-      if (i > 0 && !mbar_wait(empty, uint32_t((i - 1) & 1))) break;
+      if (i > 0 && !wait_poll(empty, uint32_t((i - 1) & 1), poll)) break;
       uint32_t v[WORDS > 0 ? WORDS : 1];
 #pragma unroll
       for (int k = 0; k < WORDS; ++k) v[k] = uint32_t(i * WORDS + k + t);
@@ -171,11 +173,11 @@ __global__ void __launch_bounds__(256, 1) handoff_kernel(int iters, CtaTime* tim
       __syncwarp();
       if (lane == 0) mbar_arrive(full);
     }
-    if (tid == 0) mbar_wait(empty, uint32_t((iters - 1) & 1));
+    if (tid == 0) wait_poll(empty, uint32_t((iters - 1) & 1), poll);
   } else {
     uint32_t sum = 0;
     for (int i = 0; i < iters; ++i) {
-      if (!mbar_wait(full, uint32_t(i & 1))) break;
+      if (!wait_poll(full, uint32_t(i & 1), poll)) break;
       if constexpr (WORDS % 4 == 0) {
 #pragma unroll
         for (int k = 0; k < WORDS; k += 4) {
@@ -272,7 +274,8 @@ static void run_handoff(Report& rep, int sms, CtaTime* d_t, uint32_t* d_sums) {
   auto kernel = handoff_kernel<WORDS>;
   CK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kOneCtaPerSmSmem));
   const int dyn = std::max(smem, kOneCtaPerSmSmem);
-  const Timed t = timed(sms, d_t, [&] { kernel<<<sms, 256, dyn>>>(iters, d_t, d_sums); });
+  for (int poll : {0, 2}) {
+  const Timed t = timed(sms, d_t, [&] { kernel<<<sms, 256, dyn>>>(iters, poll, d_t, d_sums); });
   std::vector<uint32_t> sums(kWg);
   CK(cudaMemcpy(sums.data(), d_sums, sizeof(uint32_t) * kWg, cudaMemcpyDeviceToHost));
   int wrong = 0;
@@ -285,8 +288,9 @@ static void run_handoff(Report& rep, int sms, CtaTime* d_t, uint32_t* d_sums) {
   const uint32_t flags = read_and_clear_error_flags();
   Record r = base("handoff", t, wrong == 0 && flags == 0, iters);
   r.integer("bytes", WORDS * 4 * kWg).integer("words_per_thread", WORDS).integer("wrong_threads", wrong)
-      .integer("error_flags", flags);
+      .integer("error_flags", flags).str("poll", kPollNames[poll]);
   rep.add(r);
+  }
 }
 
 int main(int argc, char** argv) {
@@ -305,14 +309,14 @@ int main(int argc, char** argv) {
 
   // mbarrier round trips
   const int iters = 4096;
-  for (int poll = 0; poll < 2; ++poll)
+  for (int poll = 0; poll < 3; ++poll)
     for (int mode = 0; mode < 2; ++mode) {
       const Timed t =
           timed(sms, d_t, [&] { mbar_pingpong_kernel<<<sms, 256, kOneCtaPerSmSmem>>>(iters, mode, poll, d_t); });
       const uint32_t bad = take_mismatches(), flags = read_and_clear_error_flags();
       Record r = base("mbarrier_round_trip", t, bad == 0 && flags == 0, iters);
       r.str("between", mode == 0 ? "warpgroups (one arrival per warp, 128 waiters)" : "one thread and one thread")
-          .str("poll", poll ? "test_wait" : "try_wait").integer("token_mismatches", bad).integer("error_flags", flags);
+          .str("poll", kPollNames[poll]).integer("token_mismatches", bad).integer("error_flags", flags);
       rep.add(r);
     }
   // wait on a completed phase

@@ -335,13 +335,15 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     name = args.name or cal.default_name(results)
     gpu = results["wgmma"].get("device", {}).get("name", "GPU")
     description = args.description or f"{gpu}, calibrated from {results_dir} (other facts from {Path(base).name})"
+    reference = cal.load_results(args.reference) if args.reference else None
     text = cal.calibrated_toml(results, cal.load_base(base), name=name, description=description,
-                               results_label=str(results_dir))
+                               results_label=str(results_dir), reference=reference,
+                               reference_label=str(args.reference or ""))
     Path(args.out).write_text(text, encoding="utf-8")
     arch = load_arch_toml(args.out, origin="file")  # what was written must load
     old = _arch(str(base)) if str(base).endswith(".toml") else _arch(args.base)
     rows = []
-    for m in cal.derive(results):
+    for m in cal.derive(results, reference):
         table = getattr(arch, m.section)
         before = getattr(old, m.section).get(m.key)
         rows.append([f"{m.section}.{m.key}", str(before.value) if before else "-", str(table[m.key].value)])
@@ -444,6 +446,8 @@ def build_parser() -> argparse.ArgumentParser:
                    "default: %(default)s)")
     p.add_argument("--name", help="arch name in the TOML (default: from the GPU's name)")
     p.add_argument("--description", help="one-line description in the TOML")
+    p.add_argument("--reference", metavar="DIR", help="results of a GPU with the same SM, for facts the results "
+                   "measured with a since-fixed method (the TMA latency recorded before issue 21); tagged I")
     p.set_defaults(func=cmd_calibrate)
     return parser
 

@@ -29,12 +29,17 @@ __device__ __forceinline__ void named_arrive(int id, int n) {
 // its wait (arrival count 4); every thread waits. mode 1: thread 0 and thread 32 only (count 1).
 // poll 0: waits poll with try_wait (no suspend hint); 1: they spin on test_wait; 2: try_wait with
 // CUTLASS's suspend hint (resumes when the phase completes instead of on a ~200-cycle poll grid).
-__device__ __forceinline__ bool wait_poll(uint32_t bar, uint32_t parity, int poll) {
-  return poll == 2 ? mbar_wait_hint(bar, parity) : poll ? mbar_wait<true>(bar, parity) : mbar_wait<false>(bar, parity);
+// The poll is a template argument so that each kernel holds one wait loop: a run-time choice among
+// three changed the code around the try_wait loop and moved the hand-off round trip by ~100 cycles.
+template <int kPoll>
+__device__ __forceinline__ bool wait_poll(uint32_t bar, uint32_t parity) {
+  if constexpr (kPoll == 2) return mbar_wait_hint(bar, parity);
+  else return mbar_wait<kPoll == 1>(bar, parity);
 }
 constexpr const char* kPollNames[3] = {"try_wait", "test_wait", "try_wait_hint"};
 
-__global__ void __launch_bounds__(256, 1) mbar_pingpong_kernel(int iters, int mode, int poll, CtaTime* times) {
+template <int kPoll>
+__global__ void __launch_bounds__(256, 1) mbar_pingpong_kernel(int iters, int mode, CtaTime* times) {
   __shared__ __align__(8) uint64_t bars[2];
   __shared__ volatile uint32_t token[2][2];  // [direction][round parity]
   const int tid = threadIdx.x, lane = tid % 32;
@@ -54,12 +59,12 @@ __global__ void __launch_bounds__(256, 1) mbar_pingpong_kernel(int iters, int mo
       if (tid == 0) token[0][i & 1] = uint32_t(i);
       if (mode == 0) __syncwarp();
       if (lane == 0) mbar_arrive(to_b);
-      if (!wait_poll(to_a, uint32_t(i & 1), poll)) break;
+      if (!wait_poll<kPoll>(to_a, uint32_t(i & 1))) break;
       bad += token[1][i & 1] != uint32_t(i);
     }
   } else if (side_b) {
     for (int i = 0; i < iters; ++i) {
-      if (!wait_poll(to_b, uint32_t(i & 1), poll)) break;
+      if (!wait_poll<kPoll>(to_b, uint32_t(i & 1))) break;
       if (tid == kWg || mode == 1) token[1][i & 1] = uint32_t(i);
       if (mode == 0) __syncwarp();
       if (lane == 0) mbar_arrive(to_a);
@@ -143,8 +148,8 @@ __global__ void __launch_bounds__(384, 1) named_barrier_kernel(int iters, int n,
 // Hand-off of WORDS 32-bit registers per thread from warpgroup 0 to warpgroup 1 through shared
 // memory: producer waits `empty`, stores, arrives `full`; consumer waits `full`, loads, arrives
 // `empty` (one arrival per warp, after __syncwarp). Round i carries i*WORDS + k + thread.
-template <int WORDS>
-__global__ void __launch_bounds__(256, 1) handoff_kernel(int iters, int poll, CtaTime* times, uint32_t* sums) {
+template <int WORDS, int kPoll>
+__global__ void __launch_bounds__(256, 1) handoff_kernel(int iters, CtaTime* times, uint32_t* sums) {
   extern __shared__ __align__(16) uint32_t buf[];
   __shared__ __align__(8) uint64_t bars[2];
   const int tid = threadIdx.x, t = tid % kWg, lane = tid % 32;
@@ -158,7 +163,7 @@ __global__ void __launch_bounds__(256, 1) handoff_kernel(int iters, int poll, Ct
   const uint64_t c0 = clock_cycles(), g0 = global_ns();
   if (tid < kWg) {
     for (int i = 0; i < iters; ++i) {
-      if (i > 0 && !wait_poll(empty, uint32_t((i - 1) & 1), poll)) break;
+      if (i > 0 && !wait_poll<kPoll>(empty, uint32_t((i - 1) & 1))) break;
       uint32_t v[WORDS > 0 ? WORDS : 1];
 #pragma unroll
       for (int k = 0; k < WORDS; ++k) v[k] = uint32_t(i * WORDS + k + t);
@@ -173,11 +178,11 @@ __global__ void __launch_bounds__(256, 1) handoff_kernel(int iters, int poll, Ct
       __syncwarp();
       if (lane == 0) mbar_arrive(full);
     }
-    if (tid == 0) wait_poll(empty, uint32_t((iters - 1) & 1), poll);
+    if (tid == 0) wait_poll<kPoll>(empty, uint32_t((iters - 1) & 1));
   } else {
     uint32_t sum = 0;
     for (int i = 0; i < iters; ++i) {
-      if (!wait_poll(full, uint32_t(i & 1), poll)) break;
+      if (!wait_poll<kPoll>(full, uint32_t(i & 1))) break;
       if constexpr (WORDS % 4 == 0) {
 #pragma unroll
         for (int k = 0; k < WORDS; k += 4) {
@@ -268,14 +273,15 @@ static Record base(const char* kind, const Timed& t, bool ok, int iters) {
   return r;
 }
 
-template <int WORDS>
+template <int WORDS, int kPoll>
 static void run_handoff(Report& rep, int sms, CtaTime* d_t, uint32_t* d_sums) {
   const int iters = 2048, smem = WORDS * 4 * kWg;
-  auto kernel = handoff_kernel<WORDS>;
+  const int poll = kPoll;
+  auto kernel = handoff_kernel<WORDS, kPoll>;
   CK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kOneCtaPerSmSmem));
   const int dyn = std::max(smem, kOneCtaPerSmSmem);
-  for (int poll : {0, 2}) {
-  const Timed t = timed(sms, d_t, [&] { kernel<<<sms, 256, dyn>>>(iters, poll, d_t, d_sums); });
+  {
+  const Timed t = timed(sms, d_t, [&] { kernel<<<sms, 256, dyn>>>(iters, d_t, d_sums); });
   std::vector<uint32_t> sums(kWg);
   CK(cudaMemcpy(sums.data(), d_sums, sizeof(uint32_t) * kWg, cudaMemcpyDeviceToHost));
   int wrong = 0;
@@ -303,7 +309,8 @@ int main(int argc, char** argv) {
   CK(cudaMalloc(&d_t, sizeof(CtaTime) * sms));
   CK(cudaMalloc(&d_u, sizeof(uint32_t) * sms * 12));
   CK(cudaMalloc(&d_sums, sizeof(uint32_t) * kWg));
-  for (auto k : {(const void*)mbar_pingpong_kernel, (const void*)named_barrier_kernel, (const void*)wait_issue_kernel,
+  for (auto k : {(const void*)mbar_pingpong_kernel<0>, (const void*)mbar_pingpong_kernel<1>,
+                 (const void*)mbar_pingpong_kernel<2>, (const void*)named_barrier_kernel, (const void*)wait_issue_kernel,
                  (const void*)setmaxnreg_loop_kernel, (const void*)setmaxnreg_kernel})
     CK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, kOneCtaPerSmSmem));
 
@@ -312,7 +319,11 @@ int main(int argc, char** argv) {
   for (int poll = 0; poll < 3; ++poll)
     for (int mode = 0; mode < 2; ++mode) {
       const Timed t =
-          timed(sms, d_t, [&] { mbar_pingpong_kernel<<<sms, 256, kOneCtaPerSmSmem>>>(iters, mode, poll, d_t); });
+          timed(sms, d_t, [&] {
+            if (poll == 0) mbar_pingpong_kernel<0><<<sms, 256, kOneCtaPerSmSmem>>>(iters, mode, d_t);
+            else if (poll == 1) mbar_pingpong_kernel<1><<<sms, 256, kOneCtaPerSmSmem>>>(iters, mode, d_t);
+            else mbar_pingpong_kernel<2><<<sms, 256, kOneCtaPerSmSmem>>>(iters, mode, d_t);
+          });
       const uint32_t bad = take_mismatches(), flags = read_and_clear_error_flags();
       Record r = base("mbarrier_round_trip", t, bad == 0 && flags == 0, iters);
       r.str("between", mode == 0 ? "warpgroups (one arrival per warp, 128 waiters)" : "one thread and one thread")
@@ -344,13 +355,20 @@ int main(int argc, char** argv) {
     rep.add(r);
   }
   // hand-off sweep: 0 .. 32 KiB per round
-  run_handoff<0>(rep, sms, d_t, d_sums);
-  run_handoff<2>(rep, sms, d_t, d_sums);
-  run_handoff<4>(rep, sms, d_t, d_sums);
-  run_handoff<8>(rep, sms, d_t, d_sums);
-  run_handoff<16>(rep, sms, d_t, d_sums);
-  run_handoff<32>(rep, sms, d_t, d_sums);
-  run_handoff<64>(rep, sms, d_t, d_sums);
+  run_handoff<0, 0>(rep, sms, d_t, d_sums);
+  run_handoff<0, 2>(rep, sms, d_t, d_sums);
+  run_handoff<2, 0>(rep, sms, d_t, d_sums);
+  run_handoff<2, 2>(rep, sms, d_t, d_sums);
+  run_handoff<4, 0>(rep, sms, d_t, d_sums);
+  run_handoff<4, 2>(rep, sms, d_t, d_sums);
+  run_handoff<8, 0>(rep, sms, d_t, d_sums);
+  run_handoff<8, 2>(rep, sms, d_t, d_sums);
+  run_handoff<16, 0>(rep, sms, d_t, d_sums);
+  run_handoff<16, 2>(rep, sms, d_t, d_sums);
+  run_handoff<32, 0>(rep, sms, d_t, d_sums);
+  run_handoff<32, 2>(rep, sms, d_t, d_sums);
+  run_handoff<64, 0>(rep, sms, d_t, d_sums);
+  run_handoff<64, 2>(rep, sms, d_t, d_sums);
   // setmaxnreg
   {
     setmaxnreg_kernel<<<sms, 384, kOneCtaPerSmSmem>>>(d_u);

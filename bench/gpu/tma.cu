@@ -247,7 +247,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   if (acc0 == 12345.f) sink[threadIdx.x] = acc0 + acc1;  // keeps the busy warps' FFMAs alive
 }
 
-// A ring of `stages` slots kept full by thread 0; tile `it` of CTA c is first + c * cta_stride + it
+// A ring of `stages` slots kept full by thread 0, waiting as CUTLASS does (try_wait with the suspend
+// hint; the first runs polled without it, bench/results/h200/README.md compares the two); tile `it` of CTA c is first + c * cta_stride + it
 // (modulo `modulo` tiles: the L2 region wraps, the HBM stream never does).
 __global__ void __launch_bounds__(kThreads, 1)
     tma_throughput_kernel(const __grid_constant__ CUtensorMap map, int bx, int by, int rows, int stages, int iters,
@@ -274,7 +275,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     bool ok = true;
     for (int it = 0; it < iters && ok; ++it) {
       const uint32_t bar = smem_addr(&bars[slot]);
-      if (it >= stages) ok = mbar_wait(bar, parity);
+      if (it >= stages) ok = mbar_wait_hint(bar, parity);
       mbar_arrive_expect_tx(bar, bytes);
       tma_load_2d(smem_addr(ring + size_t(slot) * bytes), &map, x, y, bar);
       x += bx;
@@ -290,7 +291,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
     // Drain: wait for the last `stages` loads, oldest first, as the loop would have.
     for (int j = 0; j < stages && ok; ++j) {
-      ok = mbar_wait(smem_addr(&bars[slot]), parity);
+      ok = mbar_wait_hint(smem_addr(&bars[slot]), parity);
       if (++slot == stages) {
         slot = 0;
         parity ^= 1;
@@ -511,7 +512,7 @@ int main(int argc, char** argv) {
         const CtaSummary s = summarize(all);
         CtaSummary first_launch = summarize(std::vector<CtaTime>(all.begin(), all.begin() + grid));
         Record r;
-        r.str("kind", "throughput").str("source", from_l2 ? "L2" : "HBM")
+        r.str("kind", "throughput").str("source", from_l2 ? "L2" : "HBM").str("wait", "try_wait_hint")
             .str("pattern", pattern == 0 ? "staggered" : pattern == 1 ? "lockstep" : "stream").integer("box_x", box.bx)
             .integer("box_y", box.by).integer("bytes", box.bytes()).boolean("swizzle_128b", box.swizzle)
             .integer("stages", stages).integer("tiles_per_cta", iters).integer("ctas", grid).boolean("ok", ok)

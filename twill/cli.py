@@ -316,6 +316,7 @@ def cmd_estimate(args: argparse.Namespace) -> int:
                                      block_n=params.get("block_n", 64), causal=args.causal, prologue_cycles=prologue)
     else:
         raise TwillError(f"estimate: no whole-kernel model for program {sched.program!r} (fa_fwd and fa_bwd have one)")
+    e = est.with_band(e, sched.program + ("_causal" if args.causal else ""))  # bands are per structure
     print("\n".join(e.lines()))
     return 0
 

@@ -21,8 +21,13 @@ constexpr int kBufBytes = 64 * 1024;  // the region the accesses sweep (plus the
 constexpr int kBufWords = kBufBytes / 4;
 constexpr int kOpBytes = 8192;        // wgmma A (2 KiB) + B (2 KiB), padded
 
-enum Op : int { kLd = 0, kSt = 1, kLdm = 2, kStm = 3 };
-constexpr const char* kOpNames[4] = {"ld.shared.v4", "st.shared.v4", "ldmatrix.x4", "stmatrix.x4"};
+enum Op : int { kLd = 0, kSt = 1, kLdm = 2, kStm = 3, kBulk = 4 };
+constexpr const char* kOpNames[5] = {"ld.shared.v4", "st.shared.v4", "ldmatrix.x4", "stmatrix.x4",
+                                     "cp.async.bulk (TMA) global->shared"};
+// kBulk: one thread keeps a ring of 4 x 16 KiB bulk copies (the TMA engine) from an L2-resident 4 MiB
+// global region into the 64 KiB region in flight, as a GEMM's producer does; the wgmma warpgroup beside
+// it then shows whether TMA writes and wgmma operand reads share shared-memory bandwidth.
+constexpr int kBulkBytes = 16384, kBulkSlots = kBufBytes / kBulkBytes, kBulkTiles = 256;
 
 __host__ __device__ __forceinline__ uint32_t word_hash(uint32_t w) {
   uint32_t h = w * 0x9E3779B1u;
@@ -73,6 +78,14 @@ __device__ __forceinline__ uint64_t make_desc(uint32_t saddr, uint32_t lbo, uint
          (uint64_t((sbo >> 4) & 0x3FFF) << 32);
 }
 
+__device__ __forceinline__ void bulk_g2s(uint32_t dst, const void* src, uint32_t bytes, uint32_t bar) {
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(dst),
+               "l"(src), "r"(bytes), "r"(bar)
+               : "memory");
+}
+
+__host__ __device__ __forceinline__ uint32_t bulk_tile(int cta, int i) { return uint32_t(cta * 37 + i) % kBulkTiles; }
+
 struct Out {
   uint64_t mem_cycles;   // cycles of the SMEM-access warps (slowest warp of the CTA, from the common start)
   uint64_t mma_cycles;   // cycles of the wgmma warpgroup
@@ -84,13 +97,16 @@ struct Out {
 // warpgroup 0 runs mma_iters wgmmas (groups of 8, one group in flight) meanwhile.
 template <bool kMma>
 __global__ void __launch_bounds__(kMma ? 512 : 1024, 1)
-    smem_kernel(int op, int mem_warps, int first_mem_warp, int iters, int mma_iters, Out* out, uint32_t* sums) {
+    smem_kernel(int op, int mem_warps, int first_mem_warp, int iters, int mma_iters, Out* out, uint32_t* sums,
+                const uint32_t* src) {
   extern __shared__ __align__(1024) uint8_t smem_raw[];
   uint8_t* buf = smem_raw;                 // kBufBytes
   uint8_t* ops = smem_raw + kBufBytes;     // wgmma A and B, all fp16 1.0
   __shared__ unsigned long long t_mem_end, t_mma_end;
   __shared__ unsigned long long t_start;
   __shared__ uint32_t mma_bad;
+  __shared__ __align__(8) uint64_t bulk_bars[kBulkSlots];
+  __shared__ uint32_t slot_sum[kBulkSlots];
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   uint32_t* words = reinterpret_cast<uint32_t*>(buf);
   for (int w = tid; w < kBufWords; w += blockDim.x) words[w] = word_hash(uint32_t(w));
@@ -99,6 +115,11 @@ __global__ void __launch_bounds__(kMma ? 512 : 1024, 1)
     t_mem_end = 0;
     t_mma_end = 0;
     mma_bad = 0;
+    for (int j = 0; j < kBulkSlots; ++j) {
+      mbar_init(smem_addr(&bulk_bars[j]), 1);
+      slot_sum[j] = 0;
+    }
+    mbar_fence_init();
   }
   fence_proxy_async_smem();
   __syncthreads();
@@ -127,7 +148,22 @@ __global__ void __launch_bounds__(kMma ? 512 : 1024, 1)
     atomicMax(&t_mma_end, (unsigned long long)clock_cycles());
   } else if (mw >= 0 && mw < mem_warps) {
     uint32_t s = 0;
-    if (op == kLd) {
+    if (op == kBulk) {
+      if (mw == 0 && lane == 0) {
+        bool ok = true;
+        for (int i = 0; i < iters && ok; ++i) {
+          const int slot = i % kBulkSlots;
+          const uint32_t bar = smem_addr(&bulk_bars[slot]);
+          if (i >= kBulkSlots) ok = mbar_wait_hint(bar, uint32_t((i / kBulkSlots - 1) & 1));
+          mbar_arrive_expect_tx(bar, kBulkBytes);
+          bulk_g2s(smem_addr(buf + slot * kBulkBytes), src + size_t(bulk_tile(blockIdx.x, i)) * (kBulkBytes / 4),
+                   kBulkBytes, bar);
+        }
+        for (int i = iters - kBulkSlots; i < iters && ok; ++i)  // drain
+          ok = mbar_wait_hint(smem_addr(&bulk_bars[i % kBulkSlots]), uint32_t((i / kBulkSlots) & 1));
+      }
+      __syncwarp();
+    } else if (op == kLd) {
       for (int i = 0; i < iters; ++i) {
         uint32_t r[4];
         lds_v4(smem_addr(buf + chunk_offset(mw, mem_warps, i, lane)), r);
@@ -157,6 +193,11 @@ __global__ void __launch_bounds__(kMma ? 512 : 1024, 1)
     atomicMax(&t_mem_end, (unsigned long long)clock_cycles());
   }
   __syncthreads();
+  if (op == kBulk) {  // every slot holds the last tile copied into it
+    for (int w = tid; w < kBufWords; w += blockDim.x) atomicAdd(&slot_sum[w / (kBulkBytes / 4)], words[w]);
+    __syncthreads();
+    if (tid < kBulkSlots) sums[blockIdx.x * 32 + tid] = slot_sum[tid];
+  }
   if (tid == 0) {
     out[blockIdx.x] = Out{t_mem_end ? t_mem_end - c0 : 0, t_mma_end ? t_mma_end - c0 : 0, global_ns() - g0, sm_id(),
                           mma_bad};
@@ -214,6 +255,13 @@ int main(int argc, char** argv) {
   CK(cudaMalloc(&d_out, sizeof(Out) * sms));
   CK(cudaMalloc(&d_sums, sizeof(uint32_t) * (sms * 32 + kBufWords)));
   const int smem_bytes = std::max(dyn, kOneCtaPerSmSmem);
+  std::vector<uint32_t> h_src(size_t(kBulkTiles) * kBulkBytes / 4);
+  for (size_t w = 0; w < h_src.size(); ++w) h_src[w] = word_hash(uint32_t(w) ^ 0x5555u);
+  std::vector<uint32_t> tile_sum(kBulkTiles, 0);
+  for (size_t w = 0; w < h_src.size(); ++w) tile_sum[w / (kBulkBytes / 4)] += h_src[w];
+  uint32_t* d_src = nullptr;
+  CK(cudaMalloc(&d_src, sizeof(uint32_t) * h_src.size()));
+  CK(cudaMemcpy(d_src, h_src.data(), sizeof(uint32_t) * h_src.size(), cudaMemcpyHostToDevice));
 
   struct Cfg {
     int op, mem_warps, mma_iters;
@@ -224,6 +272,8 @@ int main(int argc, char** argv) {
   // with wgmma on warpgroup 0: loads on 12 warps (warpgroups 1-3), alone and together, and wgmma alone
   for (int op : {kLd, kLdm}) cfgs.push_back({op, 12, 0}), cfgs.push_back({op, 12, 1});
   cfgs.push_back({kLd, 0, 1});
+  cfgs.push_back({kBulk, 1, 0});
+  cfgs.push_back({kBulk, 1, 1});
 
   for (const Cfg& c : cfgs) {
     const bool with_mma = c.mma_iters > 0;
@@ -231,14 +281,18 @@ int main(int argc, char** argv) {
     const int threads = with_mma ? 512 : c.mem_warps * 32;
     const int iters = 8192;
     // wgmma count chosen so both sides run for about as long (the loads alone at ~128 B/clk)
-    const int mma_iters = with_mma ? std::max(8, (c.mem_warps ? c.mem_warps * 512 * iters / 128 / 32 : 16384) / 8 * 8) : 0;
+    // (bulk copies: 16 KiB per iteration at ~100 B/clk)
+    const int mma_iters = !with_mma ? 0
+                          : c.op == kBulk ? iters * (kBulkBytes / 100) / 32 / 8 * 8
+                                          : std::max(8, (c.mem_warps ? c.mem_warps * 512 * iters / 128 / 32 : 16384) / 8 * 8);
+    const double mem_bytes = c.op == kBulk ? double(kBulkBytes) * iters : double(c.mem_warps) * 512.0 * iters;
     std::vector<Out> all;
     int wrong = 0, mma_bad = 0;
     for (int l = 0; l <= 3; ++l) {
       if (with_mma)
-        smem_kernel<true><<<sms, threads, smem_bytes>>>(c.op, c.mem_warps, first, iters, mma_iters, d_out, d_sums);
+        smem_kernel<true><<<sms, threads, smem_bytes>>>(c.op, c.mem_warps, first, iters, mma_iters, d_out, d_sums, d_src);
       else
-        smem_kernel<false><<<sms, threads, smem_bytes>>>(c.op, c.mem_warps, first, iters, 0, d_out, d_sums);
+        smem_kernel<false><<<sms, threads, smem_bytes>>>(c.op, c.mem_warps, first, iters, 0, d_out, d_sums, d_src);
       CK_LAUNCH();
       std::vector<Out> o(sms);
       CK(cudaMemcpy(o.data(), d_out, sizeof(Out) * sms, cudaMemcpyDeviceToHost));
@@ -246,7 +300,13 @@ int main(int argc, char** argv) {
       if (l == 0 && c.mem_warps > 0) {  // check the first launch
         std::vector<uint32_t> h(sms * 32 + kBufWords);
         CK(cudaMemcpy(h.data(), d_sums, sizeof(uint32_t) * h.size(), cudaMemcpyDeviceToHost));
-        if (c.op == kLd || c.op == kLdm) {
+        if (c.op == kBulk) {
+          for (int b = 0; b < sms; ++b)
+            for (int j = 0; j < kBulkSlots; ++j) {
+              const int last = iters - kBulkSlots + ((j - (iters - kBulkSlots)) % kBulkSlots + kBulkSlots) % kBulkSlots;
+              wrong += h[b * 32 + j] != tile_sum[bulk_tile(b, last)];
+            }
+        } else if (c.op == kLd || c.op == kLdm) {
           for (int mw = 0; mw < c.mem_warps; ++mw) {
             const uint32_t want = host_load_sum(mw, c.mem_warps, iters);
             for (int b = 0; b < sms; ++b) wrong += h[b * 32 + mw] != want;
@@ -262,14 +322,15 @@ int main(int argc, char** argv) {
     const bool ok = wrong == 0 && mma_bad == 0 && flags == 0;
     std::vector<double> mem_bpc, mma_fpc, mhz;
     for (const Out& x : all) {
-      if (x.mem_cycles) mem_bpc.push_back(double(c.mem_warps) * 512.0 * iters / double(x.mem_cycles));
+      if (x.mem_cycles) mem_bpc.push_back(mem_bytes / double(x.mem_cycles));
       if (x.mma_cycles) mma_fpc.push_back(double(mma_iters) * 2.0 * 64 * 64 * 16 / double(x.mma_cycles));
       const uint64_t cyc = std::max(x.mem_cycles, x.mma_cycles);
       if (x.ns) mhz.push_back(1e3 * double(cyc) / double(x.ns));
     }
     Record r;
     r.str("kind", with_mma ? "with_wgmma" : "alone").str("op", c.mem_warps ? kOpNames[c.op] : "none")
-        .integer("mem_warps", c.mem_warps).integer("iters", iters).integer("bytes_per_warp_instr", 512)
+        .integer("mem_warps", c.mem_warps).integer("iters", iters)
+        .integer(c.op == kBulk ? "bytes_per_copy" : "bytes_per_warp_instr", c.op == kBulk ? kBulkBytes : 512)
         .integer("wgmmas", mma_iters).str("wgmma", with_mma ? "m64n64k16 SS fp16, groups of 8, one in flight" : "none")
         .boolean("ok", ok).integer("wrong", wrong).integer("wgmma_bad_ctas", mma_bad).integer("error_flags", flags)
         .stats("sm_clock_mhz", stats_of(mhz));

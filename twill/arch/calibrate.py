@@ -347,7 +347,7 @@ def _smem(results: Mapping[str, dict], add) -> None:
     ops = ", ".join(f"{op} {v:.1f}" for op, v in best.items())
     both = _records(results, "smem", kind="with_wgmma")
     mma_alone = next(r for r in both if r["op"] == "none")
-    loads = [r for r in both if r["op"] != "none"]
+    loads = [r for r in both if r["op"] in ("ld.shared.v4", "ldmatrix.x4")]
     beside = statistics.median(float(r["smem_bytes_per_clk_per_sm"]["median"]) for r in loads)
     mma_with = statistics.median(float(r["wgmma_flops_per_clk_per_sm"]["median"]) for r in loads)
     opnd = statistics.median(float(r["wgmma_operand_bytes_per_clk_per_sm"]["median"]) for r in loads)
@@ -362,8 +362,23 @@ def _smem(results: Mapping[str, dict], add) -> None:
         f"their {float(mma_alone['wgmma_flops_per_clk_per_sm']['median']):.0f} FLOP/clk alone ({opnd:.0f} B/clk of "
         f"SMEM operands counted at 4 KiB per instruction). Operand reads and LSU accesses together moved "
         f"{opnd + beside:.0f} B/clk, more than the LSU path's {peak:.0f}: wgmma's operand reads do not draw on the "
-        "LSU budget, they take priority over it (informational: no built-in program's ops use SMEM bandwidth yet)",
-        "smem")
+        "LSU budget, they take priority over it" + _bulk_beside_wgmma(results)
+        + " (informational: no built-in program's ops use SMEM bandwidth yet)", "smem")
+
+
+def _bulk_beside_wgmma(results: Mapping[str, dict]) -> str:
+    """TMA (bulk copy) writes into SMEM beside the same wgmmas, when smem.json measured them."""
+    recs = [r for r in results["smem"].get("records", []) if str(r.get("op", "")).startswith("cp.async.bulk")
+            and r.get("ok")]
+    alone = next((r for r in recs if r["kind"] == "alone"), None)
+    both = next((r for r in recs if r["kind"] == "with_wgmma"), None)
+    if not (alone and both):
+        return ""
+    return (f"; one thread's ring of 16 KiB TMA bulk copies from L2 on every SM: "
+            f"{float(alone['smem_bytes_per_clk_per_sm']['median']):.1f} B/clk alone, "
+            f"{float(both['smem_bytes_per_clk_per_sm']['median']):.1f} beside the wgmmas, which kept "
+            f"{float(both['wgmma_flops_per_clk_per_sm']['median']):.0f} FLOP/clk: TMA writes at that rate take "
+            "nothing from the operand reads")
 
 
 def _probe_clock(results: Mapping[str, dict]) -> float:

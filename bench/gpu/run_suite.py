@@ -56,7 +56,9 @@ METHOD = {
     "sync": "mbarrier ping-pong between two warpgroups (one arrival per warp after __syncwarp, 128 waiters) and "
             "between two threads; wait on a completed phase; bar.sync with 256/384 threads and a bar.arrive / "
             "bar.sync ping-pong; register -> SMEM -> register hand-off through full/empty mbarriers for 0..32 KiB; "
-            "setmaxnreg dec 24 / inc 240 (FA3) and a dec/inc loop. Tokens and data sums are checked.",
+            "setmaxnreg dec 24 / inc 240 (FA3) and a dec/inc loop. Waits poll with try_wait, test_wait, or try_wait "
+            "with CUTLASS's suspend hint (records' \"poll\"; one wait loop per kernel, a template argument). Tokens "
+            "and data sums are checked.",
 }
 
 # What each benchmark's SASS must contain (kernel-name fragment -> opcode regex) and must not.

@@ -11,6 +11,9 @@ import sys
 from collections.abc import Sequence
 
 from twill.errors import TwillError
+from twill.options import SolveOptions
+
+_DEFAULTS = SolveOptions()  # one source of the option defaults
 
 __all__ = ["main"]
 
@@ -130,6 +133,7 @@ def _options(args: argparse.Namespace):
         objective=tuple(x.strip() for x in args.objective.split(",")),
         swp_only=args.swp_only,
         time_limit=args.time_limit,
+        work_limit=args.work_limit,
         phase_limit=args.phase_limit,
         workers=args.workers,
         max_groups=args.max_groups,
@@ -383,14 +387,21 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("solve", help="find the optimal modulo schedule and warp specialization")
     _program_args(p)
-    p.add_argument("--objective", default="ii,groups,handoffs,regs,length",
+    p.add_argument("--objective", default=",".join(_DEFAULTS.objective),
                    help="lexicographic objectives, II first (default: %(default)s)")
     p.add_argument("--swp-only", action="store_true", help="pure modulo scheduling: no warp groups, registers or memory")
-    p.add_argument("--time-limit", type=float, default=120.0, help="seconds for the whole solve (default %(default)s)")
-    p.add_argument("--phase-limit", type=float, default=10.0,
-                   help="seconds for each secondary objective (default %(default)s)")
-    p.add_argument("--workers", type=int, default=0, help="CP-SAT workers (default: one per core)")
-    p.add_argument("--max-groups", type=int, default=8, help="most warp groups considered (default %(default)s)")
+    p.add_argument("--time-limit", type=float, default=_DEFAULTS.time_limit,
+                   help="wall-clock cap in seconds: the solve returns by then, and says so if the cap cut it "
+                        "(default %(default)s)")
+    p.add_argument("--work-limit", type=float, default=None,
+                   help="the search's budget in CP-SAT deterministic units (about a core-second each); the same "
+                        "budget gives the same answer on any machine load (default: half the time limit)")
+    p.add_argument("--phase-limit", type=float, default=_DEFAULTS.phase_limit,
+                   help="deterministic units for each secondary objective (default %(default)s)")
+    p.add_argument("--workers", type=int, default=_DEFAULTS.workers,
+                   help="CP-SAT workers (default: one per core); the answer is reproducible for a given count")
+    p.add_argument("--max-groups", type=int, default=_DEFAULTS.max_groups,
+                   help="most warp groups considered (default %(default)s)")
     p.add_argument("--max-warps", type=int, default=None, help="ablation: allow fewer warps than the CTA holds")
     p.add_argument("--no-handoff", action="store_true", help="ablation: no register value may cross warp groups")
     p.add_argument("--solver", choices=("cpsat", "z3"), default="cpsat",
@@ -404,9 +415,11 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("compare", help="the optimum beside the baselines compilers use (Rau's IMS, Triton's fixed "
                        "warp split, no pipelining)")
     _program_args(p)
-    p.set_defaults(func=cmd_compare, objective="ii,groups,handoffs,regs,length", swp_only=False, phase_limit=10.0,
-                   max_groups=8, max_warps=None, no_handoff=False, quiet=True)
-    p.add_argument("--time-limit", type=float, default=120.0, help="seconds per strategy (default %(default)s)")
+    p.set_defaults(func=cmd_compare, objective=",".join(_DEFAULTS.objective), swp_only=False,
+                   phase_limit=_DEFAULTS.phase_limit, max_groups=_DEFAULTS.max_groups, max_warps=None, no_handoff=False,
+                   quiet=True, work_limit=None)
+    p.add_argument("--time-limit", type=float, default=_DEFAULTS.time_limit,
+                   help="wall-clock seconds per strategy (default %(default)s)")
     p.add_argument("--workers", type=int, default=0, help="CP-SAT workers (default: one per core)")
 
     p = sub.add_parser("validate", help="check a schedule file against every rule; exit 1 on violations")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -106,3 +108,20 @@ def test_builtin_band_of_the_h200_comes_from_its_fidelity_results():
     # then
     assert band is not None and band.gpu == "NVIDIA H200" and band.kernels == 2
     assert 1.0 < band.low <= band.high < 2.0
+
+
+def test_cli_estimates_a_gemm_schedule_with_its_band(tmp_path):
+    """`twill estimate` takes a gemm schedule (--m/--n/--k) and prints the band of the h200's GEMM kernels."""
+    # given
+    sched = tmp_path / "gemm.json"
+    solved = subprocess.run([sys.executable, "-m", "twill", "solve", "gemm", "--arch", "h200", "--out", str(sched),
+                             "--quiet"], capture_output=True, text=True)
+    assert solved.returncode == 0, solved.stderr
+    # when
+    run = subprocess.run([sys.executable, "-m", "twill", "estimate", str(sched), "--m", "4096", "--n", "4096",
+                          "--k", "4096"], capture_output=True, text=True)
+    # then
+    assert run.returncode == 0, run.stderr
+    band = fidelity_band("h200", "gemm")
+    assert "GEMM 4096x4096x4096 on h200" in run.stdout
+    assert f"took {band.low:.2f}x-{band.high:.2f}x the prediction" in run.stdout

@@ -369,8 +369,14 @@ def cmd_estimate(args: argparse.Namespace) -> int:
         e = est.estimate_fa_backward(arch, sched.ii, batch=args.batch, heads=args.heads, seqlen=args.seqlen,
                                      head_dim=params.get("head_dim", 128), block_m=params.get("block_m", 64),
                                      block_n=params.get("block_n", 64), causal=args.causal, prologue_cycles=prologue)
+    elif sched.program == "gemm":
+        e = est.estimate_gemm(arch, sched.ii, m=args.m, n=args.n, k=args.k, block_m=params.get("block_m", 128),
+                              block_n=params.get("block_n", 256), block_k=params.get("block_k", 64),
+                              prologue_cycles=prologue, dtype=params.get("dtype", "fp16"))
     else:
-        raise TwillError(f"estimate: no whole-kernel model for program {sched.program!r} (fa_fwd and fa_bwd have one)")
+        raise TwillError(f"estimate: no whole-kernel model for program {sched.program!r} (fa_fwd, fa_bwd and gemm "
+                         "have one)")
+    e = est.with_band(e, sched.program + ("_causal" if args.causal else ""))  # bands are per structure
     print("\n".join(e.lines()))
     return 0
 
@@ -413,13 +419,15 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     name = args.name or cal.default_name(results)
     gpu = results["wgmma"].get("device", {}).get("name", "GPU")
     description = args.description or f"{gpu}, calibrated from {results_dir} (other facts from {Path(base).name})"
+    reference = cal.load_results(args.reference) if args.reference else None
     text = cal.calibrated_toml(results, cal.load_base(base), name=name, description=description,
-                               results_label=str(results_dir))
+                               results_label=str(results_dir), reference=reference,
+                               reference_label=str(args.reference or ""))
     Path(args.out).write_text(text, encoding="utf-8")
     arch = load_arch_toml(args.out, origin="file")  # what was written must load
     old = _arch(str(base)) if str(base).endswith(".toml") else _arch(args.base)
     rows = []
-    for m in cal.derive(results):
+    for m in cal.derive(results, reference):
         table = getattr(arch, m.section)
         before = getattr(old, m.section).get(m.key)
         rows.append([f"{m.section}.{m.key}", str(before.value) if before else "-", str(table[m.key].value)])
@@ -523,12 +531,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--iterations", "-n", type=int, default=6, help="iterations to simulate (default %(default)s)")
     p.set_defaults(func=cmd_gantt)
 
-    p = sub.add_parser("estimate", help="whole-kernel time and TFLOP/s of a FlashAttention schedule")
-    p.add_argument("schedule", help="a twill.schedule/1 JSON file of fa_fwd or fa_bwd")
+    p = sub.add_parser("estimate", help="whole-kernel time and TFLOP/s of a FlashAttention or GEMM schedule, "
+                       "with its error band where kernels of that structure were measured")
+    p.add_argument("schedule", help="a twill.schedule/1 JSON file of fa_fwd, fa_bwd or gemm")
     p.add_argument("--batch", type=int, default=2)
     p.add_argument("--heads", type=int, default=16)
     p.add_argument("--seqlen", type=int, default=8192)
     p.add_argument("--causal", action="store_true")
+    p.add_argument("--m", type=int, default=8192, help="GEMM rows of A and C (gemm schedules)")
+    p.add_argument("--n", type=int, default=8192, help="GEMM columns of B and C (gemm schedules)")
+    p.add_argument("--k", type=int, default=8192, help="GEMM reduction length (gemm schedules)")
     p.set_defaults(func=cmd_estimate)
 
     p = sub.add_parser("codegen", help="write a Gluon (Triton 3.6, Hopper) kernel and launcher from a schedule")
@@ -548,6 +560,8 @@ def build_parser() -> argparse.ArgumentParser:
                    "default: %(default)s)")
     p.add_argument("--name", help="arch name in the TOML (default: from the GPU's name)")
     p.add_argument("--description", help="one-line description in the TOML")
+    p.add_argument("--reference", metavar="DIR", help="results of a GPU with the same SM, for facts the results "
+                   "measured with a since-fixed method (the TMA latency recorded before issue 21); tagged I")
     p.set_defaults(func=cmd_calibrate)
     return parser
 

@@ -281,3 +281,14 @@ def test_memory_climb_reaches_2320_from_the_heuristic():
     ctx.upper = hints.from_schedule(p, ims_triton_split(p, ctx.options).schedule)
     floor, schedule = memory_bound(ctx, Window(2280, 2543), ctx.work.until(60))
     assert floor == 2320 and schedule.ii == 2320
+
+
+def test_design_md_tables_every_phase():
+    """docs/design.md §3.1 is the table of the search's phases; every declared phase has its row."""
+    from pathlib import Path
+
+    from twill.solver.phases import UNDECIDED_PHASES, WINDOW_PHASES
+
+    text = (Path(__file__).resolve().parents[1] / "docs" / "design.md").read_text()
+    for phase in (*WINDOW_PHASES, *(p for p, _ in UNDECIDED_PHASES)):
+        assert f"| `{phase.name}` |" in text, phase.name

@@ -138,8 +138,8 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 def cmd_import(args: argparse.Namespace) -> int:
     """Import a Triton kernel (or TTGIR, or any program) and save its loop body as a graph file."""
+    from twill.body_json import write_body
     from twill.bounds import compute_bounds
-    from twill.frontend.body_json import write_body
     from twill.problem import build_problem
 
     body = _body(args)

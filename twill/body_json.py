@@ -1,10 +1,9 @@
 """Save and read a ``LoopBody`` as a graph file (``twill.body/1``, the format schedules embed).
 
 ``twill import`` writes an imported Triton loop this way, and every command reads it back as a
-PROGRAM (``twill show graph.json``), so a kernel is compiled once and scheduled many times. The
-format is the one ``twill.schedule.body_to_dict`` writes inside a schedule file; it lives here too
-because the front end sits below the schedule layer (tests/test_layering.py), and
-tests/test_frontend_triton.py checks that both write the same document.
+PROGRAM (``twill show graph.json``), so a kernel is compiled once and scheduled many times; a
+schedule file embeds its loop body in the same format. It sits beside the IR, below both the front
+end and the schedule (tests/test_layering.py).
 """
 
 from __future__ import annotations

@@ -55,6 +55,7 @@ CONSTRUCT = Budget(share=0.0, at_least=2.0)  # a constructive first schedule, pe
 ADOPT = Budget(share=0.0, at_least=10.0)  # the heuristic's schedule as a solution of the full model
 CANONICAL = Budget(share=0.0, at_least=5.0)  # the canonical pass (2 units when it starts warm)
 RESERVE = 0.1  # of the work kept for the secondary objectives once a schedule is in hand
+STALL = 1.0  # units: a secondary objective stops after a slice this long that did not improve it
 
 
 @dataclass(frozen=True, slots=True)
@@ -246,21 +247,42 @@ def _finish(ctx: Context, found: Found, optimal: bool, floor: int, lb: int, why:
             break  # out of work: the remaining objectives keep the values the last solution has
         if name == "length":
             v.release_anchor()  # starts count from 0: a rotation changes the length
-        hints.hint_solution(v, solution)
-        v.m.minimize(v.objective_terms[name])
-        s = ctx.solver(o.phase_limit)
-        status = s.solve(v.m, Progress(o.progress, name, ctx.work))
-        if status not in FEASIBLE:
+        found = _minimise(ctx, v, name, solution)
+        if found is None:
             break
-        values[name], proven[name] = int(s.objective_value), status == cp_model.OPTIMAL
+        values[name], proven[name], solution = found
         v.m.add(v.objective_terms[name] <= values[name])
-        solution = hints.solution_of(s)
         ctx.report(f"{name} = {values[name]} ({'proven' if proven[name] else 'best found'})")
     all_proven = optimal and all(proven.get(n, False) for n in o.objective[1:] if n in v.objective_terms)
     final, value = _canonical(ctx, ii, values, v, solution, warm=not all_proven)
     proof = _proof(optimal, ii, lb, floor, why, ctx.work.cut)
     ctx.report(f"done: II {ii} ({'optimal' if optimal else 'feasible'}), {ctx.work.spent:.1f} units of work")
     return replace(_extract(p, o, final, value, optimal, floor, proof, proven, ctx.work.seconds()), work=ctx.work.spent)
+
+
+def _minimise(ctx: Context, v: ScheduleModel, name: str, solution: list[int]) -> tuple[int, bool, list[int]] | None:
+    """Minimise objective ``name`` from ``solution`` in slices of ``STALL`` units, within
+    ``--phase-limit``: (value, proven, solution), or None when no slice finds a solution. A slice
+    that does not improve on the last ends the phase ("best found"): CP-SAT often finds the best
+    register budget at once and then spends any budget failing to close the bound. Slices of
+    deterministic work keep this reproducible, where a clock-based stall would not be."""
+    o = ctx.options
+    v.m.minimize(v.objective_terms[name])
+    until, best = ctx.work.until(o.phase_limit), None
+    while ctx.work.spent < until and ctx.work.left() > 0:
+        hints.hint_solution(v, solution)
+        s = ctx.solver(min(STALL, until - ctx.work.spent))
+        status = s.solve(v.m, Progress(o.progress, name, ctx.work))
+        if status not in FEASIBLE:
+            break
+        value = int(s.objective_value)
+        if best is not None and value >= best[0] and status != cp_model.OPTIMAL:
+            break
+        best = value, status == cp_model.OPTIMAL, hints.solution_of(s)
+        solution = best[2]
+        if best[1]:
+            break
+    return best
 
 
 def _no_schedule(problem: Problem, options: SolveOptions, result: _IIResult, cap: int) -> InfeasibleError:

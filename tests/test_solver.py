@@ -292,3 +292,22 @@ def test_design_md_tables_every_phase():
     text = (Path(__file__).resolve().parents[1] / "docs" / "design.md").read_text()
     for phase in (*WINDOW_PHASES, *(p for p, _ in UNDECIDED_PHASES)):
         assert f"| `{phase.name}` |" in text, phase.name
+
+
+def test_the_last_solution_stands_when_the_canonical_pass_cannot_run():
+    """Where the wall-clock cap cut the search, the canonical pass is skipped and the last solution
+    is the schedule, objective values (linear expressions) included (a fuzzed arch found this)."""
+    from twill.solver import hints, search
+    from twill.solver.model import build_model
+    from twill.solver.phases import FEASIBLE
+
+    p = problem("gemm", "h100")
+    ctx = _context(p)
+    v = build_model(p, ctx.options, 1024, 1024)
+    s = ctx.solver(10)
+    assert s.solve(v.m) in FEASIBLE
+    ctx.work.cut = True
+    final, value = search._canonical(ctx, 1024, {"ii": 1024}, v, hints.solution_of(s), s.value)
+    sched = search._extract(p, ctx.options, final, value, False, 1024, "cut", {}, 0.0)
+    assert final is v and validate(p, sched) == []
+    assert sched.objective_values["regs"] == s.value(v.objective_terms["regs"])

@@ -54,6 +54,7 @@ MODULO = Budget(share=0.05, at_least=2.0)  # the pure modulo optimum, a lower bo
 CONSTRUCT = Budget(share=0.0, at_least=2.0)  # a constructive first schedule, per attempt
 ADOPT = Budget(share=0.0, at_least=10.0)  # the heuristic's schedule as a solution of the full model
 CANONICAL = Budget(share=0.0, at_least=5.0)  # the canonical pass (2 units when it starts warm)
+Value = Callable[[cp_model.LinearExprT], int]  # a solver's value function: variables and linear expressions
 RESERVE = 0.1  # of the work kept for the secondary objectives once a schedule is in hand
 STALL = 1.0  # units: a secondary objective stops after a slice this long that did not improve it
 
@@ -239,7 +240,7 @@ def _finish(ctx: Context, found: Found, optimal: bool, floor: int, lb: int, why:
     values: dict[str, int] = {"ii": ii}
     proven: dict[str, bool] = {"ii": optimal}
     v.m.add(v.ii == ii)
-    solution = hints.solution_of(found.solver)
+    solution, last_value = hints.solution_of(found.solver), found.solver.value
     for name in o.objective[1:]:
         if name not in v.objective_terms:
             continue
@@ -250,19 +251,20 @@ def _finish(ctx: Context, found: Found, optimal: bool, floor: int, lb: int, why:
         found = _minimise(ctx, v, name, solution)
         if found is None:
             break
-        values[name], proven[name], solution = found
+        values[name], proven[name], solution, last_value = found
         v.m.add(v.objective_terms[name] <= values[name])
         ctx.report(f"{name} = {values[name]} ({'proven' if proven[name] else 'best found'})")
     all_proven = optimal and all(proven.get(n, False) for n in o.objective[1:] if n in v.objective_terms)
-    final, value = _canonical(ctx, ii, values, v, solution, warm=not all_proven)
+    final, value = _canonical(ctx, ii, values, v, solution, last_value, warm=not all_proven)
     proof = _proof(optimal, ii, lb, floor, why, ctx.work.cut)
     ctx.report(f"done: II {ii} ({'optimal' if optimal else 'feasible'}), {ctx.work.spent:.1f} units of work")
     return replace(_extract(p, o, final, value, optimal, floor, proof, proven, ctx.work.seconds()), work=ctx.work.spent)
 
 
-def _minimise(ctx: Context, v: ScheduleModel, name: str, solution: list[int]) -> tuple[int, bool, list[int]] | None:
+def _minimise(ctx: Context, v: ScheduleModel, name: str, solution: list[int]) -> tuple[int, bool, list[int], Value] | None:
     """Minimise objective ``name`` from ``solution`` in slices of ``STALL`` units, within
-    ``--phase-limit``: (value, proven, solution), or None when no slice finds a solution. A slice
+    ``--phase-limit``: (value, proven, solution, its value function), or None when no slice finds
+    a solution. A slice
     that does not improve on the last ends the phase ("best found"): CP-SAT often finds the best
     register budget at once and then spends any budget failing to close the bound. Slices of
     deterministic work keep this reproducible, where a clock-based stall would not be."""
@@ -278,7 +280,7 @@ def _minimise(ctx: Context, v: ScheduleModel, name: str, solution: list[int]) ->
         value = int(s.objective_value)
         if best is not None and value >= best[0] and status != cp_model.OPTIMAL:
             break
-        best = value, status == cp_model.OPTIMAL, hints.solution_of(s)
+        best = value, status == cp_model.OPTIMAL, hints.solution_of(s), s.value
         solution = best[2]
         if best[1]:
             break
@@ -357,14 +359,14 @@ def _fixed(problem: Problem, options: SolveOptions, ii: int, fixed: dict[str, in
 
 
 def _canonical(ctx: Context, ii: int, values: dict[str, int], last: ScheduleModel, solution: list[int],
-               warm: bool = False) -> tuple[ScheduleModel, Callable[[cp_model.IntVar], int]]:
+               last_value: Value, warm: bool = False) -> tuple[ScheduleModel, Value]:
     """The canonical schedule among those meeting every objective value. Ties are broken towards
     issuing each op as late as the length allows and each variable-latency load as early as
     possible, keeping results close to their readers and loads ahead of theirs.
 
     ``warm``: some objective value is only the best found, so the pass starts from the last
     solution (a short, easy solve) instead of searching cold for a schedule meeting values that
-    were hard to reach. When the pass finds nothing, the last solution stands."""
+    were hard to reach. When the pass finds nothing, the last solution (``last_value``) stands."""
     p = ctx.problem
     if not ctx.work.cut:
         v = _fixed(p, ctx.options, ii, values)
@@ -376,7 +378,7 @@ def _canonical(ctx: Context, ii: int, values: dict[str, int], last: ScheduleMode
         s = ctx.solver(2.0 if warm else CANONICAL.units(ctx.options.work))
         if s.solve(v.m) in FEASIBLE and not ctx.work.cut:
             return v, s.value
-    return last, lambda x: solution[x.index]
+    return last, last_value
 
 
 def _proof(optimal: bool, ii: int, lb: int, floor: int, why: str, cut: bool = False) -> str:
@@ -389,7 +391,7 @@ def _proof(optimal: bool, ii: int, lb: int, floor: int, why: str, cut: bool = Fa
     return f"optimal: every II in [{lb}, {ii - 1}] is proven infeasible by CP-SAT (lower bound {lb}: {why})"
 
 
-def _extract(problem: Problem, options: SolveOptions, v: ScheduleModel, value: Callable[[cp_model.IntVar], int],
+def _extract(problem: Problem, options: SolveOptions, v: ScheduleModel, value: Value,
              optimal: bool, floor: int, proof: str, proven: dict[str, bool], seconds: float) -> Schedule:
     groups = {op.name: int(value(v.group_of[op.name])) for op in problem.ops} if v.joint else {}
     labels = set(groups.values())

@@ -43,7 +43,7 @@ from twill.solver.phases import (
     Window,
     refute_below,
 )
-from twill.solver.run import Budget, Progress, Work
+from twill.solver.run import Budget, Progress, Work, solver
 from twill.solver.sequential import sequential_witness
 from twill.solver.strategies import producer_consumer_split
 from twill.validate import validate
@@ -375,7 +375,8 @@ def _canonical(ctx: Context, ii: int, values: dict[str, int], last: ScheduleMode
         v.m.minimize(sum(late) + sum(early))
         if warm:
             hints.hint(v, hints.read(last, lambda x: solution[x.index], budgets=True))
-        s = ctx.solver(2.0 if warm else CANONICAL.units(ctx.options.work))
+        # one worker: where every value was proven, the schedule then does not depend on the worker count
+        s = solver(ctx.work, 2.0 if warm else CANONICAL.units(ctx.options.work), workers=1)
         if s.solve(v.m) in FEASIBLE and not ctx.work.cut:
             return v, s.value
     return last, last_value

@@ -87,7 +87,9 @@ def solve_task(task: Task) -> tuple[str, dict[str, Any]]:
         out.update(status=sched.status, schedule=sched.to_dict(), bound=sched.ii_lower_bound)
     except InfeasibleError as err:
         timed_out = err.reason == "time limit"
-        out.update(status="timeout" if timed_out else "infeasible", bound=err.proven_lb, message=str(err))
+        # the reason alone: the table already says which program and arch
+        out.update(status="timeout" if timed_out else "infeasible", bound=err.proven_lb,
+                   message=str(err).split(": infeasible: ", 1)[-1])
     except TwillError as err:
         out.update(status="invalid", message=str(err))
     out["seconds"] = round(time.monotonic() - began, 3)

@@ -39,7 +39,8 @@ def plot_sweep(result: SweepResult, path: str | Path) -> Path:
     axes[0].legend(loc="lower right", fontsize=8)
     skipped = len(result.ranked) - len(shown)
     note = f"; {skipped} point(s) without a schedule not drawn" if skipped else ""
-    fig.suptitle(f"twill sweep: {result.program} on {result.arch}, {len(result.ranked)} points{note}")
+    legend = f"; labels: {'/'.join(result.space.varied)}" if result.space.varied else ""
+    fig.suptitle(f"twill sweep: {result.program} on {result.arch}, {len(result.ranked)} points{note}{legend}")
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=120)
@@ -50,13 +51,17 @@ def plot_sweep(result: SweepResult, path: str | Path) -> Path:
 def _panel(ax, shown: list[PointResult], resource, varied: tuple[str, ...]) -> None:
     """One resource axis: every point, its label, the bound bars and the Pareto front."""
     drawn = [(r, resource(r)) for r in shown if resource(r) is not None]
+    labels: dict[tuple[float, float], list[str]] = {}
     for r, x in drawn:
         proven = r.status == "optimal"
         ax.scatter([x], [r.tflops], s=36, zorder=3, facecolors="tab:blue" if proven else "none",
                    edgecolors="tab:blue")
         if not proven and r.tflops_bound:
             ax.vlines(x, r.tflops, r.tflops_bound, colors="tab:blue", alpha=0.4, linestyles="dotted")
-        ax.annotate(r.label(varied), (x, r.tflops), textcoords="offset points", xytext=(4, 4), fontsize=7)
+        values = dict(r.params)
+        labels.setdefault((x, round(r.tflops, 6)), []).append("/".join(str(values[n]) for n in varied))
+    for (x, y), texts in labels.items():  # points that coincide share one label
+        ax.annotate("\n".join(texts), (x, y), textcoords="offset points", xytext=(4, 4), fontsize=7)
     front = pareto_front([(x, r.tflops) for r, x in drawn])
     if front:
         xs = [drawn[i][1] for i in front]

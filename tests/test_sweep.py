@@ -77,6 +77,32 @@ class TestSpace:
         assert iteration_flops("fa_fwd", {"block_n": 64}) == 4 * 128 * 64 * 128
 
 
+def test_program_without_flops_counts_tensor_core_work(h100):
+    """toy has no flops(): its work is its tensor-core busy cycles times h100's 4096 FLOP/clk."""
+    # given
+    body = load_program("toy", h100)
+    tc_cycles = sum(op.work("tc") for op in body.ops)
+    # when
+    result = sweep_grid("toy", h100, parse_space([], {}), OPTIONS)
+    # then
+    (point,) = result.ranked
+    assert iteration_flops("toy") is None and tc_cycles > 0
+    assert point.flops == tc_cycles * 4096 and point.ii == 2 and point.status == "optimal"
+
+
+def test_file_arch_travels_as_text(tmp_path):
+    """A worker rebuilds a .toml arch from the text the task carries, even where the file is gone."""
+    from twill.arch.registry import archs_dir
+    from twill.sweep.cache import arch_content
+    from twill.sweep.engines import ArchRef
+
+    copy = tmp_path / "my_h100.toml"
+    copy.write_text((archs_dir() / "h100.toml").read_text())
+    ref = ArchRef.of(get_arch(str(copy)))
+    copy.unlink()
+    assert arch_content(ref.load()) == arch_content(get_arch("h100"))
+
+
 class TestCacheKey:
     def test_key_follows_content(self, h100):
         """Options that change a result change the key; a progress callback and a rebuilt body do not."""

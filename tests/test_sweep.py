@@ -10,6 +10,10 @@ from __future__ import annotations
 
 import json
 import re
+import signal
+import subprocess
+import sys
+import time
 from dataclasses import replace
 
 import pytest
@@ -127,6 +131,7 @@ class TestSweep:
     def test_ranking_and_iis(self, reference):
         """Ranked by predicted throughput with specific proven IIs and their FLOPs."""
         assert _summary(reference) == EXPECTED
+        assert all(r.objectives_proven for r in reference.ranked)
         best = reference.ranked[0]
         assert best.flops == 2 * 64 * 128 * 64 and best.bound == best.ii == 256
         assert reference.ranked[0].tflops > reference.ranked[-1].tflops
@@ -222,6 +227,29 @@ class TestCli:
         assert [p["ii"] for p in json.loads(out.read_text())["points"]] == [256, 256, 512, 158]
         assert main(argv) == 0
         assert "0 solved" in capsys.readouterr().out
+
+    def test_ctrl_c_then_rerun_solves_only_the_rest(self, tmp_path):
+        """A real SIGINT once the first point is cached: exit 130 at once, and the rerun solves only
+        the point that was running (fa_fwd h100 points, each cut at 2 s: whatever they found is cached)."""
+        # given: a sweep interrupted while its second point is being solved
+        cache = tmp_path / "cache"
+        argv = [sys.executable, "-m", "twill", "sweep", "fa_fwd", "--arch", "h100", "-p", "block_n=64,128",
+                "--time-limit", "2", "--phase-limit", "1", "--cache", str(cache), "--plot", "", "-q"]
+        run = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + 120
+        while not list(cache.glob("*/*.json")) and run.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        run.send_signal(signal.SIGINT)
+        began = time.monotonic()
+        _, err = run.communicate(timeout=60)
+        # then it stops within seconds, with exactly one result kept
+        assert run.returncode == 130 and "interrupted" in err
+        assert time.monotonic() - began < 10
+        assert len(list(cache.glob("*/*.json"))) == 1
+        # when it runs again, it solves the other point only
+        again = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+        assert again.returncode == 0, again.stderr
+        assert "1 solved on a pool of 1 process, 1 from the cache" in again.stdout
 
     @pytest.mark.parametrize("param", ["nope=1", "block_n=64,abc", "block_n="])
     def test_bad_parameter_is_one_line_exit_2(self, param, capsys):

@@ -372,7 +372,8 @@ def _sweep_rows(result, names: tuple[str, ...]) -> list[list[str]]:
             tflops = f"<={r.tflops_bound:.0f}" if r.tflops_bound else "-"
         binds = r.binds if r.ii is None or r.static_bound is None or r.ii <= r.static_bound else \
             f"joint constraints (static bound {r.static_bound}: {r.binds})"
-        rows.append([str(n), r.label(names), r.status, str(r.ii or "-"), str(r.bound or "-"), tflops,
+        status = r.status + ("*" if r.status == "optimal" and not r.objectives_proven else "")
+        rows.append([str(n), r.label(names), status, str(r.ii or "-"), str(r.bound or "-"), tflops,
                      "-" if r.regs is None else str(r.regs), "-" if r.smem_bytes is None else f"{r.smem_bytes // 1024}",
                      "-" if r.groups is None else f"{r.groups}/{r.warps}",
                      "cache" if r.cached else f"{r.seconds:.1f}", binds or r.message])
@@ -414,6 +415,9 @@ def cmd_sweep(args: argparse.Namespace) -> int:
                                               "TFLOP/s", "regs", "SMEM KiB", "groups/warps", "seconds", "binds"]))
     print("TFLOP/s: useful FLOPs per iteration / II, on every SM at the arch's clock (a range: II not proven, up to "
           "the bound)")
+    if any(r.status == "optimal" and not r.objectives_proven for r in result.ranked):
+        print("optimal*: II proven; a secondary objective (groups, hand-offs, registers, length) stopped at its phase "
+              "limit, so registers and SMEM may differ between runs")
     best = result.best
     if best is not None:
         print(f"best: {best.label(names)} at II {best.ii} ({best.status}), {best.tflops:.0f} TFLOP/s")

@@ -15,6 +15,7 @@ through its scheduler address.
 from __future__ import annotations
 
 import multiprocessing
+import os
 import signal
 import time
 import tomllib
@@ -112,7 +113,12 @@ class Engine(Protocol):
 
 
 class InlineEngine:
-    """``-j 1``: solves one after another in this process (Ctrl-C stops the solve at once)."""
+    """Solves one after another in this process: the library's default, no start-up cost.
+
+    Not for interactive runs: CP-SAT catches Ctrl-C during a solve and ends that search as at a
+    time limit, so Python never sees the interrupt and a cut-short answer would be cached. The
+    CLI therefore solves in a pool even with ``-j 1``.
+    """
 
     workers = 1
     name = "this process"
@@ -128,9 +134,11 @@ class InlineEngine:
         return None
 
 
-def _ignore_interrupt() -> None:
-    """Pool workers leave Ctrl-C to the parent, which terminates them; otherwise every worker
-    would print its own traceback."""
+def _leave_interrupts_to_parent() -> None:
+    """Pool workers leave their own process group, so a terminal's Ctrl-C reaches only the parent,
+    which terminates them; otherwise CP-SAT in a worker would catch it and return a cut-short
+    answer, and every worker would print a traceback."""
+    os.setpgrp()
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
@@ -139,11 +147,11 @@ class PoolEngine:
 
     def __init__(self, jobs: int) -> None:
         self.workers = jobs
-        self.name = f"a pool of {jobs} processes"
+        self.name = f"a pool of {jobs} process{'es' if jobs > 1 else ''}"
         self._pool: Any = None
 
     def __enter__(self) -> PoolEngine:
-        self._pool = multiprocessing.get_context("spawn").Pool(self.workers, initializer=_ignore_interrupt)
+        self._pool = multiprocessing.get_context("spawn").Pool(self.workers, initializer=_leave_interrupts_to_parent)
         return self
 
     def run(self, tasks: Sequence[Task]) -> Iterator[tuple[str, dict[str, Any]]]:
@@ -199,10 +207,11 @@ class DaskEngine:
             self._cluster.close()
 
 
-def make_engine(jobs: int, cluster: str | None = None) -> InlineEngine | PoolEngine | DaskEngine:
-    """The engine the CLI's ``-j`` and ``--cluster`` ask for (``cluster="local"`` starts one here)."""
+def make_engine(jobs: int, cluster: str | None = None) -> PoolEngine | DaskEngine:
+    """The engine the CLI's ``-j`` and ``--cluster`` ask for (``cluster="local"`` starts one here):
+    always worker processes, so that Ctrl-C stops a sweep (``InlineEngine`` says why)."""
     if jobs < 1:
         raise TwillError(f"-j {jobs}: the number of parallel solves must be at least 1")
     if cluster is not None:
         return DaskEngine(None if cluster == "local" else cluster, jobs)
-    return InlineEngine() if jobs == 1 else PoolEngine(jobs)
+    return PoolEngine(jobs)

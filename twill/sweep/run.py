@@ -51,6 +51,7 @@ class PointResult:
     smem_bytes: int | None  # SMEM rings and hand-off buffers
     warps: int | None
     groups: int | None
+    objectives_proven: bool = False  # II and every secondary objective (groups, registers, ...) proven
     message: str = ""
     key: str = ""
     seconds: float = field(default=0.0, compare=False)
@@ -135,13 +136,15 @@ def _result(arch: Arch, prep: _Prepared, outcome: dict[str, Any], cached: bool) 
         regs = sum(g.warps * 32 * g.regs_per_thread for g in sched.groups) if None not in budgets else None
         smem = sum(b.bytes for b in sched.buffers if b.memory == "smem")
         warps, groups = sum(g.warps for g in sched.groups), len(sched.groups)
+    proven = sched is not None and sched.status == "optimal" and all(sched.options.get("objective_proven", {}).values())
     flops = prep.flops
     return PointResult(
         params=tuple(prep.params.items()), index=prep.index, status=outcome["status"], ii=ii, bound=bound,
         static_bound=outcome.get("static_bound"), binds=outcome.get("binds", ""), flops=flops,
         tflops=steady_tflops(arch, flops, ii) if flops and ii else None,
         tflops_bound=steady_tflops(arch, flops, bound) if flops and bound else None,
-        regs=regs, smem_bytes=smem, warps=warps, groups=groups, message=outcome.get("message", ""), key=prep.key,
+        regs=regs, smem_bytes=smem, warps=warps, groups=groups, objectives_proven=proven,
+        message=outcome.get("message", ""), key=prep.key,
         seconds=float(outcome.get("seconds", 0.0)), cached=cached,
     )
 

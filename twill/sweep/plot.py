@@ -59,13 +59,15 @@ def _panel(ax, shown: list[PointResult], resource, varied: tuple[str, ...]) -> N
         if not proven and r.tflops_bound:
             ax.vlines(x, r.tflops, r.tflops_bound, colors="tab:blue", alpha=0.4, linestyles="dotted")
         values = dict(r.params)
-        labels.setdefault((x, round(r.tflops, 6)), []).append("/".join(str(values[n]) for n in varied))
-    for (x, y), texts in labels.items():  # points that coincide share one label
+        # points within a unit of each other (KiB, K registers, TFLOP/s) share one label
+        labels.setdefault((round(x), round(r.tflops)), []).append("/".join(str(values[n]) for n in varied))
+    for (x, y), texts in labels.items():
         ax.annotate("\n".join(texts), (x, y), textcoords="offset points", xytext=(4, 4), fontsize=7)
     front = pareto_front([(x, r.tflops) for r, x in drawn])
     if front:
         xs = [drawn[i][1] for i in front]
         ys = [drawn[i][0].tflops for i in front]
-        ax.step(xs, ys, where="post", color="tab:red", label="Pareto front", zorder=2)
+        ax.step(xs, ys, where="post", color="tab:red", zorder=2)
+        ax.plot(xs, ys, "o", mfc="none", mec="tab:red", ms=11, label="Pareto front", zorder=4)
     ax.scatter([], [], facecolors="tab:blue", edgecolors="tab:blue", label="II proven optimal")
     ax.scatter([], [], facecolors="none", edgecolors="tab:blue", label="feasible (bar: up to its bound)")

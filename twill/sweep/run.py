@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from twill.arch.model import Arch
-from twill.errors import TwillError
+from twill.errors import ProgramError, TwillError
 from twill.frontend.programs import iteration_flops, load_program
 from twill.ir import LoopBody
 from twill.options import SolveOptions
@@ -117,9 +117,14 @@ def _prepare(spec: str, arch: Arch, options: SolveOptions, index: int, params: d
     parameters (``subtiles`` not dividing ``block_m``) is an ``invalid`` row, not a failed sweep."""
     try:
         body = load_program(spec, arch, params)
-        flops = iteration_flops(spec, params)
     except TwillError as err:
         return _Prepared(index, params, None, None, "", str(err))
+    try:
+        flops = iteration_flops(spec, params)
+    except ProgramError as err:
+        if "flops()" in str(err):  # the program's own hook failed: say so on its row
+            return _Prepared(index, params, None, None, "", str(err))
+        flops = None  # a frontend whose files are not twill program modules (an imported kernel): no hook
     if flops is None:
         flops = tensor_flops(body, arch)
     return _Prepared(index, params, body, flops, cache_key(body, arch, options))

@@ -36,7 +36,7 @@ def plot_sweep(result: SweepResult, path: str | Path) -> Path:
         ax.set_xlabel(xlabel)
         ax.grid(True, alpha=0.3)
     axes[0].set_ylabel("predicted TFLOP/s (steady state, 1 CTA per SM)")
-    axes[0].legend(loc="lower right", fontsize=8)
+    axes[0].legend(loc="best", fontsize=8)
     skipped = len(result.ranked) - len(shown)
     note = f"; {skipped} point(s) without a schedule not drawn" if skipped else ""
     legend = f"; labels: {'/'.join(result.space.varied)}" if result.space.varied else ""

@@ -187,6 +187,25 @@ class TestSweep:
         assert solved_again | cache.keys() == {r.key for r in reference.ranked}
         assert rerun.ranked == reference.ranked
 
+    def test_a_point_the_program_refuses_is_an_invalid_row(self, h100):
+        """A build error on one point ranks it last with the program's message; the others solve."""
+        result = sweep_grid("gemm", h100, _space("dtype=fp16,fp7"), OPTIONS)
+        assert [(r.label(["dtype"]), r.status, r.ii) for r in result.ranked] == [
+            ("dtype=fp16", "optimal", 1024), ("dtype=fp7", "invalid", None)]
+        assert "dtype 'fp7'" in result.ranked[-1].message
+
+    def test_damaged_cache_entry_is_solved_again(self, h100, tmp_path):
+        """An entry that does not read back as a schedule counts as missing, not as a crash."""
+        cache = ResultCache(tmp_path)
+        first = sweep_grid("gemm", h100, _space("block_n=64"), OPTIONS, cache=cache)
+        (key,) = cache.keys()
+        entry = tmp_path / key[:2] / f"{key}.json"
+        doc = json.loads(entry.read_text())
+        doc["outcome"]["schedule"]["ii"] = "many"
+        entry.write_text(json.dumps(doc))
+        again = sweep_grid("gemm", h100, _space("block_n=64"), OPTIONS, cache=cache)
+        assert (again.solved, again.ranked) == (1, first.ranked)
+
     def test_progress_reports_each_point(self, h100):
         """One stderr line per point, counting up, with the best point so far."""
         lines: list[str] = []

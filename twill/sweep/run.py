@@ -154,6 +154,17 @@ def _result(arch: Arch, prep: _Prepared, outcome: dict[str, Any], cached: bool) 
     )
 
 
+def _cached(arch: Arch, prep: _Prepared, cache: ResultCache) -> PointResult | None:
+    """The cached result of a point; an entry that no longer reads as a schedule is solved again."""
+    hit = cache.get(prep.key)
+    if hit is None:
+        return None
+    try:
+        return _result(arch, prep, hit, cached=True)
+    except (TwillError, KeyError, TypeError):
+        return None
+
+
 def _invalid(prep: _Prepared) -> PointResult:
     return PointResult(params=tuple(prep.params.items()), index=prep.index, status="invalid", ii=None, bound=None,
                        static_bound=None, binds="", flops=None, tflops=None, tflops_bound=None, regs=None,
@@ -216,8 +227,8 @@ def evaluate(spec: str, arch: Arch, space: Space, points: list[tuple[int, dict[s
     for prep in prepared:
         if prep.body is None:
             out.append(_invalid(prep))
-        elif (hit := cache.get(prep.key)) is not None:
-            out.append(_result(arch, prep, hit, cached=True))
+        elif (cached := _cached(arch, prep, cache)) is not None:
+            out.append(cached)
         else:
             pending.setdefault(prep.key, []).append(prep)  # two spellings of one body solve once
             continue

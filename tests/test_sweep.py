@@ -157,12 +157,15 @@ class TestSweep:
         assert pooled.ranked == reference.ranked
 
     def test_dask_cluster_matches_inline(self, h100, reference):
-        """A local Dask cluster of 2 workers gives exactly the answers of the inline run."""
-        pytest.importorskip("dask.distributed")
+        """A Dask cluster of 2 worker processes, reached by its scheduler's address as a remote one
+        would be, gives exactly the answers of the inline run."""
+        distributed = pytest.importorskip("dask.distributed")
         from twill.sweep import DaskEngine
 
-        clustered = sweep_grid("gemm", h100, _space("block_m=64,128", "block_n=64,128"), OPTIONS,
-                               engine=DaskEngine(None, 2))
+        with distributed.LocalCluster(n_workers=2, threads_per_worker=1, dashboard_address=None) as cluster:
+            engine = DaskEngine(cluster.scheduler_address, 1)
+            clustered = sweep_grid("gemm", h100, _space("block_m=64,128", "block_n=64,128"), OPTIONS, engine=engine)
+        assert engine.workers == 2
         assert clustered.ranked == reference.ranked
 
     @pytest.mark.parametrize("engine", ["inline", "pool"])

@@ -182,7 +182,7 @@ class DaskEngine:
             raise TwillError("--cluster needs Dask: pip install 'twill[cluster]'") from err
         if self.address:
             self._client = Client(self.address)
-            self.workers = max(1, sum(w.get("nthreads", 1) for w in self._client.scheduler_info()["workers"].values()))
+            self.workers = max(1, sum(self._client.nthreads().values()))  # for the time-left estimate
         else:
             import logging
 

@@ -407,7 +407,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     else:
         result = sweep_grid(args.program, arch, space, options, engine=engine, cache=cache, report=report)
         how = f"{space.size} points"
-    names = space.varied
+    names = space.shown
     print(f"{result.program} on {result.arch}: {how}; {result.solved} solved on {engine.name}, "
           f"{result.from_cache} from the cache; per point: {options.time_limit:g} s, {options.workers or 'all'} "
           f"CP-SAT worker(s)")

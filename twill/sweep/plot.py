@@ -32,14 +32,14 @@ def plot_sweep(result: SweepResult, path: str | Path) -> Path:
     shown = [r for r in result.ranked if r.has_schedule and r.tflops is not None]
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.8), sharey=True)
     for ax, (xlabel, resource) in zip(axes, _PANELS, strict=True):
-        _panel(ax, shown, resource, result.space.varied)
+        _panel(ax, shown, resource, result.space.shown)
         ax.set_xlabel(xlabel)
         ax.grid(True, alpha=0.3)
     axes[0].set_ylabel("predicted TFLOP/s (steady state, 1 CTA per SM)")
     axes[0].legend(loc="best", fontsize=8)
     skipped = len(result.ranked) - len(shown)
     note = f"; {skipped} point(s) without a schedule not drawn" if skipped else ""
-    legend = f"; labels: {'/'.join(result.space.varied)}" if result.space.varied else ""
+    legend = f"; labels: {'/'.join(result.space.shown)}" if result.space.shown else ""
     fig.suptitle(f"twill sweep: {result.program} on {result.arch}, {len(result.ranked)} points{note}{legend}")
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -262,7 +262,7 @@ def sweep_grid(spec: str, arch: Arch, space: Space, options: SolveOptions, *, en
     engine = engine or InlineEngine()
     cache = cache or ResultCache(None)
     points = list(enumerate(space.points()))
-    tracker = _Progress(report, len(points), engine.workers, space.varied)
+    tracker = _Progress(report, len(points), engine.workers, space.shown)
 
     def seen(r: PointResult) -> None:
         tracker(r)

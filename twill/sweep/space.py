@@ -25,6 +25,12 @@ class Space:
 
     names: tuple[str, ...]
     values: tuple[tuple[Any, ...], ...]
+    given: tuple[str, ...] = ()  # the parameters named on the command line, in their order
+
+    @property
+    def shown(self) -> tuple[str, ...]:
+        """The parameters a label needs: the varied ones, or for a single point those given."""
+        return self.varied or self.given
 
     @property
     def varied(self) -> tuple[str, ...]:
@@ -76,4 +82,4 @@ def parse_space(pairs: list[str], defaults: dict[str, Any]) -> Space:
             raise ProgramError(f"parameter {name!r}: value {repeated[0]} is listed twice")
         chosen[name] = values
     names = tuple(defaults)
-    return Space(names, tuple(chosen.get(n, (defaults[n],)) for n in names))
+    return Space(names, tuple(chosen.get(n, (defaults[n],)) for n in names), tuple(chosen))

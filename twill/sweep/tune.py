@@ -53,7 +53,7 @@ def sweep_tuned(spec: str, arch: Arch, space: Space, options: SolveOptions, *, b
     points = space.points()
     index = {tuple(p.items()): i for i, p in enumerate(points)}
     goal = min(budget, len(points))
-    tracker = _Progress(report, goal, engine.workers, space.varied)
+    tracker = _Progress(report, goal, engine.workers, space.shown)
     results: dict[int, PointResult] = {}
 
     def seen(r: PointResult) -> None:

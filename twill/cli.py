@@ -406,7 +406,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         how = f"{len(result.ranked)} of {space.size} points, chosen by Optuna TPE (seed {args.seed})"
     else:
         result = sweep_grid(args.program, arch, space, options, engine=engine, cache=cache, report=report)
-        how = f"{space.size} points"
+        how = f"{space.size} point{'s' if space.size != 1 else ''}"
     names = space.shown
     print(f"{result.program} on {result.arch}: {how}; {result.solved} solved on {engine.name}, "
           f"{result.from_cache} from the cache; per point: {options.time_limit:g} s, {options.workers or 'all'} "

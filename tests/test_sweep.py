@@ -107,6 +107,24 @@ def test_file_arch_travels_as_text(tmp_path):
     assert arch_content(ref.load()) == arch_content(get_arch("h100"))
 
 
+def test_triton_kernel_sweeps_its_launch_constexprs(h100):
+    """A Triton kernel's constexprs and launch knobs are its parameters: each point is compiled
+    with them, and the K loop's accumulator recurrence scales with BLOCK_N (256 cycles per 64)."""
+    pytest.importorskip("triton")
+    from pathlib import Path
+
+    from twill.sweep import ProgramSource
+
+    examples = Path(__file__).resolve().parents[1] / "examples" / "triton"
+    source = ProgramSource(f"{examples / 'kernels.py'}:matmul_ptr", str(examples / "gemm_ptr.toml"))
+    defaults = source.parameters()
+    assert (defaults["BLOCK_N"], defaults["num_warps"]) == (256, 8)
+    result = sweep_grid(source, h100, parse_space(["BLOCK_N=64,128"], defaults), OPTIONS)
+    assert [(r.label(["BLOCK_N"]), r.ii, r.status) for r in result.ranked] == [
+        ("BLOCK_N=64", 256, "optimal"), ("BLOCK_N=128", 512, "optimal")]
+    assert result.ranked[0].flops == 2 * 128 * 64 * 64  # tensor-core work: no flops() hook on a kernel
+
+
 class TestCacheKey:
     def test_key_follows_content(self, h100):
         """Options that change a result change the key; a progress callback and a rebuilt body do not."""

@@ -455,19 +455,17 @@ def _sweep_rows(result, names: tuple[str, ...]) -> list[list[str]]:
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
-    from twill.frontend.programs import program_info
     from twill.sweep.cache import ResultCache
     from twill.sweep.engines import make_engine
     from twill.sweep.run import sweep_grid
-    from twill.sweep.space import Space, parse_space
+    from twill.sweep.source import ProgramSource
+    from twill.sweep.space import parse_space
 
     arch = _arch(args.arch)
-    if args.program.endswith(".json"):
-        if args.param:
-            raise TwillError(f"program {args.program!r}: a graph file takes no parameters")
-        space = Space((), ())
-    else:
-        space = parse_space(args.param, program_info(args.program).parameters)
+    source = ProgramSource(args.program, args.launch)
+    if source.is_fixed_graph and args.param:
+        raise TwillError(f"program {args.program!r}: a graph or TTGIR file takes no parameters")
+    space = parse_space(args.param, source.parameters())
     options = replace(_options(args), progress=None)
     engine = make_engine(args.jobs, args.cluster)
     cache = ResultCache(None if args.no_cache else (args.cache or _default_cache()))
@@ -475,11 +473,11 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     if args.budget is not None and args.budget < space.size:
         from twill.sweep.tune import sweep_tuned
 
-        result = sweep_tuned(args.program, arch, space, options, budget=args.budget, batch=args.batch,
+        result = sweep_tuned(source, arch, space, options, budget=args.budget, batch=args.batch,
                              seed=args.seed, engine=engine, cache=cache, report=report)
         how = f"{len(result.ranked)} of {space.size} points, chosen by Optuna TPE (seed {args.seed})"
     else:
-        result = sweep_grid(args.program, arch, space, options, engine=engine, cache=cache, report=report)
+        result = sweep_grid(source, arch, space, options, engine=engine, cache=cache, report=report)
         how = f"{space.size} point{'s' if space.size != 1 else ''}"
     names = space.shown
     print(f"{result.program} on {result.arch}: {how}; {result.solved} solved on {engine.name}, "
@@ -638,7 +636,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("sweep", help="solve a grid of program parameters (tile sizes, sub-tiling) and rank the "
                        "points by predicted throughput")
-    p.add_argument("program", help="built-in program name, a .py program, or a curated-ddg .json (no parameters)")
+    p.add_argument("program", help="built-in program name, a .py program, a Triton kernel file.py:kernel (with "
+                   "--launch; its constexprs, num_warps and num_stages are the parameters), or a graph/.ttgir file "
+                   "(no parameters)")
+    p.add_argument("--launch", metavar="LAUNCH.toml", help="launch description of a Triton kernel (docs/frontend.md)")
     p.add_argument("--arch", "-a", required=True, help="arch name (see 'twill archs') or a .toml file")
     p.add_argument("--param", "-p", action="append", default=[], metavar="NAME=V1,V2,...",
                    help="values to try for a program parameter, e.g. -p block_n=64,128 (repeatable; others keep "

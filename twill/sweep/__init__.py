@@ -12,7 +12,8 @@ throughput against resources with the Pareto front. It sits at the top of the pi
 from twill.sweep.cache import ResultCache, cache_key
 from twill.sweep.engines import DaskEngine, InlineEngine, PoolEngine, make_engine
 from twill.sweep.run import PointResult, SweepResult, pareto_front, rank, sweep_grid
+from twill.sweep.source import ProgramSource
 from twill.sweep.space import Space, parse_space
 
-__all__ = ["Space", "parse_space", "ResultCache", "cache_key", "InlineEngine", "PoolEngine", "DaskEngine",
+__all__ = ["ProgramSource", "Space", "parse_space", "ResultCache", "cache_key", "InlineEngine", "PoolEngine", "DaskEngine",
            "make_engine", "PointResult", "SweepResult", "sweep_grid", "rank", "pareto_front"]

@@ -17,12 +17,12 @@ from typing import Any
 
 from twill.arch.model import Arch
 from twill.errors import ProgramError, TwillError
-from twill.frontend.programs import iteration_flops, load_program
 from twill.ir import LoopBody
 from twill.options import SolveOptions
 from twill.schedule import Schedule, body_to_dict
 from twill.sweep.cache import ResultCache, cache_key
 from twill.sweep.engines import ArchRef, Engine, InlineEngine, Task
+from twill.sweep.source import ProgramSource
 from twill.sweep.space import Space
 
 __all__ = ["PointResult", "SweepResult", "evaluate", "rank", "sweep_grid", "steady_tflops", "tensor_flops"]
@@ -112,15 +112,17 @@ def tensor_flops(body: LoopBody, arch: Arch) -> float | None:
     return float(cycles * arch.rate(rate_key)) or None
 
 
-def _prepare(spec: str, arch: Arch, options: SolveOptions, index: int, params: dict[str, Any]) -> _Prepared:
-    """Build one point's body (cheap, here) and its cache key; a point whose program refuses the
-    parameters (``subtiles`` not dividing ``block_m``) is an ``invalid`` row, not a failed sweep."""
+def _prepare(source: ProgramSource, arch: Arch, options: SolveOptions, index: int, params: dict[str, Any]
+             ) -> _Prepared:
+    """Build one point's body (here: cheap, or one Triton compile) and its cache key; a point whose
+    program refuses the parameters (``subtiles`` not dividing ``block_m``) is an ``invalid`` row,
+    not a failed sweep."""
     try:
-        body = load_program(spec, arch, params)
+        body = source.build(arch, params)
     except TwillError as err:
         return _Prepared(index, params, None, None, "", str(err))
     try:
-        flops = iteration_flops(spec, params)
+        flops = source.flops(params)
     except ProgramError as err:
         if "flops()" in str(err):  # the program's own hook failed: say so on its row
             return _Prepared(index, params, None, None, "", str(err))
@@ -214,14 +216,14 @@ def _duration(seconds: float) -> str:
     return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.0f} min"
 
 
-def evaluate(spec: str, arch: Arch, space: Space, points: list[tuple[int, dict[str, Any]]], options: SolveOptions,
+def evaluate(source: ProgramSource, arch: Arch, space: Space, points: list[tuple[int, dict[str, Any]]], options: SolveOptions,
              engine: Engine, cache: ResultCache, progress: Callable[[PointResult], None] | None = None
              ) -> list[PointResult]:
     """Results of ``points`` (index, params): cached ones at once, the rest through ``engine``,
     each written to the cache as it arrives so that an interruption loses only running solves."""
     options = replace(options, progress=None)  # a callback neither pickles nor belongs in a worker
     ref = ArchRef.of(arch)
-    prepared = [_prepare(spec, arch, options, i, p) for i, p in points]
+    prepared = [_prepare(source, arch, options, i, p) for i, p in points]
     out: list[PointResult] = []
     pending: dict[str, list[_Prepared]] = {}
     for prep in prepared:
@@ -245,7 +247,8 @@ def evaluate(spec: str, arch: Arch, space: Space, points: list[tuple[int, dict[s
     return out
 
 
-def sweep_grid(spec: str, arch: Arch, space: Space, options: SolveOptions, *, engine: Engine | None = None,
+def sweep_grid(program: str | ProgramSource, arch: Arch, space: Space, options: SolveOptions, *,
+               engine: Engine | None = None,
                cache: ResultCache | None = None, report: Report | None = None,
                on_result: Callable[[PointResult], None] | None = None) -> SweepResult:
     """Solve every point of ``space`` and rank them.
@@ -259,6 +262,7 @@ def sweep_grid(spec: str, arch: Arch, space: Space, options: SolveOptions, *, en
     >>> [(r.label(["block_m"]), r.ii, r.status) for r in result.ranked]
     [('block_m=128', 1024, 'optimal'), ('block_m=64', 512, 'optimal')]
     """
+    source = ProgramSource(program) if isinstance(program, str) else program
     engine = engine or InlineEngine()
     cache = cache or ResultCache(None)
     points = list(enumerate(space.points()))
@@ -270,8 +274,8 @@ def sweep_grid(spec: str, arch: Arch, space: Space, options: SolveOptions, *, en
             on_result(r)
 
     with engine:
-        results = evaluate(spec, arch, space, points, options, engine, cache, seen)
-    return SweepResult(spec, arch.name, space, rank(results), tracker.solved, tracker.done - tracker.solved)
+        results = evaluate(source, arch, space, points, options, engine, cache, seen)
+    return SweepResult(source.spec, arch.name, space, rank(results), tracker.solved, tracker.done - tracker.solved)
 
 
 def pareto_front(points: list[tuple[float, float]]) -> list[int]:

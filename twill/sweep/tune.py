@@ -19,6 +19,7 @@ from twill.options import SolveOptions
 from twill.sweep.cache import ResultCache
 from twill.sweep.engines import Engine, InlineEngine
 from twill.sweep.run import PointResult, Report, SweepResult, _Progress, evaluate, rank
+from twill.sweep.source import ProgramSource
 from twill.sweep.space import Space
 
 __all__ = ["sweep_tuned"]
@@ -35,7 +36,7 @@ def _optuna() -> Any:
     return optuna
 
 
-def sweep_tuned(spec: str, arch: Arch, space: Space, options: SolveOptions, *, budget: int, batch: int = 4,
+def sweep_tuned(program: str | ProgramSource, arch: Arch, space: Space, options: SolveOptions, *, budget: int, batch: int = 4,
                 seed: int = 0, engine: Engine | None = None, cache: ResultCache | None = None,
                 report: Report | None = None, on_result: Callable[[PointResult], None] | None = None) -> SweepResult:
     """Solve at most ``budget`` distinct points of ``space``, chosen by TPE to maximise throughput.
@@ -45,6 +46,7 @@ def sweep_tuned(spec: str, arch: Arch, space: Space, options: SolveOptions, *, b
     if budget < 1 or batch < 1:
         raise TwillError(f"--budget {budget} and --batch {batch}: both must be at least 1")
     optuna = _optuna()
+    source = ProgramSource(program) if isinstance(program, str) else program
     engine = engine or InlineEngine()
     cache = cache or ResultCache(None)
     study = optuna.create_study(direction="maximize", sampler=optuna.samplers.TPESampler(seed=seed))
@@ -67,11 +69,11 @@ def sweep_tuned(spec: str, arch: Arch, space: Space, options: SolveOptions, *, b
             fresh = sorted({i for _, i in proposals if i not in results})
             if not fresh:
                 break
-            for r in evaluate(spec, arch, space, [(i, points[i]) for i in fresh], options, engine, cache, seen):
+            for r in evaluate(source, arch, space, [(i, points[i]) for i in fresh], options, engine, cache, seen):
                 results[r.index] = r
             for trial, i in proposals:
                 study.tell(trial, results[i].tflops or 0.0)
-    return SweepResult(spec, arch.name, space, rank(results.values()), tracker.solved, tracker.done - tracker.solved)
+    return SweepResult(source.spec, arch.name, space, rank(results.values()), tracker.solved, tracker.done - tracker.solved)
 
 
 def _propose(study: Any, distributions: dict[str, Any], points: list[dict[str, Any]], index: dict[tuple, int],

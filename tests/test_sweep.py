@@ -291,6 +291,13 @@ class TestCli:
         assert again.returncode == 0, again.stderr
         assert "1 solved on a pool of 1 process, 1 from the cache" in again.stdout
 
+    def test_bad_plot_name_is_refused_before_solving(self, tmp_path, capsys):
+        """A plot the sweep could not write fails at once, before any point is solved."""
+        argv = ["sweep", "gemm", "--arch", "h100", "--cache", str(tmp_path), "--plot", "sweep.jpg"]
+        assert main(argv) == 2
+        assert "must be a .png, .svg or .pdf" in capsys.readouterr().err
+        assert not ResultCache(tmp_path).keys()
+
     @pytest.mark.parametrize("param", ["nope=1", "block_n=64,abc", "block_n="])
     def test_bad_parameter_is_one_line_exit_2(self, param, capsys):
         """Bad input is refused before any solve, on one line, with exit status 2."""

@@ -455,6 +455,8 @@ def _sweep_rows(result, names: tuple[str, ...]) -> list[list[str]]:
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
     from twill.sweep.cache import ResultCache
     from twill.sweep.engines import make_engine
     from twill.sweep.run import sweep_grid
@@ -466,6 +468,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     if source.is_fixed_graph and args.param:
         raise TwillError(f"program {args.program!r}: a graph or TTGIR file takes no parameters")
     space = parse_space(args.param, source.parameters())
+    if args.plot and Path(args.plot).suffix.lower() not in (".png", ".svg", ".pdf"):
+        raise TwillError(f"--plot {args.plot}: the plot must be a .png, .svg or .pdf file")  # before hours of solves
     options = replace(_options(args), progress=None)
     engine = make_engine(args.jobs, args.cluster)
     cache = ResultCache(None if args.no_cache else (args.cache or _default_cache()))
@@ -481,15 +485,15 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         how = f"{space.size} point{'s' if space.size != 1 else ''}"
     names = space.shown
     print(f"{result.program} on {result.arch}: {how}; {result.solved} solved on {engine.name}, "
-          f"{result.from_cache} from the cache; per point: {options.time_limit:g} s, {options.workers or 'all'} "
-          f"CP-SAT worker(s)")
+          f"{result.from_cache} from the cache; per point: {options.time_limit:g} s cap, {options.work:g} work units, "
+          f"{options.workers or 'all'} CP-SAT worker(s)")
     print(_table(_sweep_rows(result, names), ["rank", " ".join(names) or "point", "status", "II", "bound",
                                               "TFLOP/s", "regs", "SMEM KiB", "groups/warps", "seconds", "binds"]))
     print("TFLOP/s: useful FLOPs per iteration / II, on every SM at the arch's clock (a range: II not proven, up to "
           "the bound)")
     if any(r.status == "optimal" and not r.objectives_proven for r in result.ranked):
         print("optimal*: II proven; a secondary objective (groups, hand-offs, registers, length) stopped at its phase "
-              "limit, so registers and SMEM may differ between runs")
+              "limit, so its registers and SMEM may not be minimal")
     best = result.best
     if best is not None:
         print(f"best: {best.label(names)} at II {best.ii} ({best.status}), {best.tflops:.0f} TFLOP/s")

@@ -10,7 +10,6 @@ order, so a ranking never depends on which worker finished first.
 from __future__ import annotations
 
 import math
-import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -191,7 +190,6 @@ class _Progress:
         self.report, self.total, self.workers, self.names = report, total, workers, names
         self.done, self.solved_seconds, self.solved = 0, 0.0, 0
         self.best: PointResult | None = None
-        self.began = time.monotonic()
 
     def __call__(self, r: PointResult) -> None:
         self.done += 1
@@ -216,7 +214,7 @@ def _duration(seconds: float) -> str:
     return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.0f} min"
 
 
-def evaluate(source: ProgramSource, arch: Arch, space: Space, points: list[tuple[int, dict[str, Any]]], options: SolveOptions,
+def evaluate(source: ProgramSource, arch: Arch, points: list[tuple[int, dict[str, Any]]], options: SolveOptions,
              engine: Engine, cache: ResultCache, progress: Callable[[PointResult], None] | None = None
              ) -> list[PointResult]:
     """Results of ``points`` (index, params): cached ones at once, the rest through ``engine``,
@@ -274,7 +272,7 @@ def sweep_grid(program: str | ProgramSource, arch: Arch, space: Space, options: 
             on_result(r)
 
     with engine:
-        results = evaluate(source, arch, space, points, options, engine, cache, seen)
+        results = evaluate(source, arch, points, options, engine, cache, seen)
     return SweepResult(source.spec, arch.name, space, rank(results), tracker.solved, tracker.done - tracker.solved)
 
 

@@ -69,7 +69,7 @@ def sweep_tuned(program: str | ProgramSource, arch: Arch, space: Space, options:
             fresh = sorted({i for _, i in proposals if i not in results})
             if not fresh:
                 break
-            for r in evaluate(source, arch, space, [(i, points[i]) for i in fresh], options, engine, cache, seen):
+            for r in evaluate(source, arch, [(i, points[i]) for i in fresh], options, engine, cache, seen):
                 results[r.index] = r
             for trial, i in proposals:
                 study.tell(trial, results[i].tflops or 0.0)

@@ -227,6 +227,25 @@ class TestSweep:
         again = sweep_grid("gemm", h100, _space("block_n=64"), OPTIONS, cache=cache)
         assert (again.solved, again.ranked) == (1, first.ranked)
 
+    def test_a_crashing_solve_is_an_error_row_and_not_cached(self, h100, tmp_path, monkeypatch):
+        """An unexpected exception on one point becomes its row; the others finish; nothing wrong is cached."""
+        import twill.sweep.engines as engines
+
+        real = engines.solve
+
+        def crash_on_wide_tiles(problem, options):
+            if problem.body.params["block_n"] == 128:
+                raise AttributeError("'SumArray' object has no attribute 'index'")
+            return real(problem, options)
+
+        monkeypatch.setattr(engines, "solve", crash_on_wide_tiles)
+        cache = ResultCache(tmp_path)
+        result = sweep_grid("gemm", h100, _space("block_n=64,128"), OPTIONS, cache=cache)
+        assert [(r.label(["block_n"]), r.status) for r in result.ranked] == [("block_n=64", "optimal"),
+                                                                             ("block_n=128", "error")]
+        assert "AttributeError" in result.ranked[-1].message
+        assert len(cache.keys()) == 1
+
     def test_progress_reports_each_point(self, h100):
         """One stderr line per point, counting up, with the best point so far."""
         lines: list[str] = []

@@ -75,7 +75,8 @@ def solve_task(task: Task) -> tuple[str, dict[str, Any]]:
 
     Every answer is an outcome, never an exception: ``optimal``/``feasible`` with the schedule,
     ``timeout`` (no schedule within the time limit, with the proven bound), ``infeasible``
-    (proven), or ``invalid`` (the graph and arch disagree). One bad point must not end a sweep.
+    (proven), ``invalid`` (the graph and arch disagree), or ``error`` (an internal error, with its
+    message). One bad point must not end a sweep.
     """
     began = time.monotonic()
     out: dict[str, Any] = {"status": "invalid", "schedule": None, "bound": None, "static_bound": None,
@@ -93,6 +94,8 @@ def solve_task(task: Task) -> tuple[str, dict[str, Any]]:
                    message=str(err).split(": infeasible: ", 1)[-1])
     except TwillError as err:
         out.update(status="invalid", message=str(err))
+    except Exception as err:  # a solver bug on one point must not end a sweep of many; it is not cached
+        out.update(status="error", message=f"internal error: {type(err).__name__}: {' '.join(str(err).split())[:300]}")
     out["seconds"] = round(time.monotonic() - began, 3)
     return task.key, out
 

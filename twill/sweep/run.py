@@ -28,7 +28,7 @@ __all__ = ["PointResult", "SweepResult", "evaluate", "rank", "sweep_grid", "stea
 
 Report = Callable[[str], None]
 # Statuses in the order a table lists points that share a throughput (none, for the last three).
-STATUS_ORDER = {"optimal": 0, "feasible": 1, "timeout": 2, "infeasible": 3, "invalid": 4}
+STATUS_ORDER = {"optimal": 0, "feasible": 1, "timeout": 2, "infeasible": 3, "invalid": 4, "error": 5}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -38,7 +38,7 @@ class PointResult:
 
     params: tuple[tuple[str, Any], ...]
     index: int  # position in the space's order (the last tie-break)
-    status: str  # optimal | feasible | timeout | infeasible | invalid
+    status: str  # optimal | feasible | timeout | infeasible | invalid | error
     ii: int | None
     bound: int | None  # proven: no II below it exists (the II itself when optimal)
     static_bound: int | None  # bound_and_reason's bound, before any search
@@ -236,7 +236,8 @@ def evaluate(source: ProgramSource, arch: Arch, points: list[tuple[int, dict[str
             progress(out[-1])
     tasks = [Task(key, body_to_dict(preps[0].body), ref, options) for key, preps in pending.items()]
     for key, outcome in engine.run(tasks):
-        cache.put(key, pending[key][0].params, outcome)
+        if outcome["status"] != "error":  # an internal error is solved again next time, not remembered
+            cache.put(key, pending[key][0].params, outcome)
         for n, prep in enumerate(pending[key]):
             r = _result(arch, prep, outcome, cached=n > 0)
             out.append(r)

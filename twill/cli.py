@@ -450,7 +450,8 @@ def _sweep_rows(result, names: tuple[str, ...]) -> list[list[str]]:
         rows.append([str(n), r.label(names), status, str(r.ii or "-"), str(r.bound or "-"), tflops,
                      "-" if r.regs is None else str(r.regs), "-" if r.smem_bytes is None else f"{r.smem_bytes // 1024}",
                      "-" if r.groups is None else f"{r.groups}/{r.warps}",
-                     "cache" if r.cached else f"{r.seconds:.1f}", binds or r.message])
+                     "cache" if r.cached else f"{r.seconds:.1f}",
+                     r.message if r.status in ("error", "invalid") else binds or r.message])
     return rows
 
 

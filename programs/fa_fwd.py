@@ -80,3 +80,9 @@ def _subtile(b: LoopBuilder, arch: Arch, j: str, rows: int, n: int, d: int, dtyp
         b.edge(pv, f"rescale{j}", distance=1, blocking=True, in_place=True)
         b.edge(f"alpha{j}", f"rescale{j}")
         b.edge(f"rescale{j}", pv, in_place=True)  # O accumulates in the same registers
+
+
+def flops(block_m: int, block_n: int, head_dim: int, **_) -> int:
+    """Useful tensor-core FLOPs of one iteration: Q·Kᵀ and P·V, 2·m·n·k each (FlashAttention's
+    convention), so `twill sweep` ranks tile shapes by work per cycle, not by cycles alone."""
+    return 2 * 2 * block_m * block_n * head_dim

@@ -31,6 +31,7 @@ from twill.problem import Problem
 from twill.schedule import Schedule
 from twill.solver import hints
 from twill.solver.assemble import Assignment, assemble
+from twill.solver.ims import ims_swp, ims_triton_split
 from twill.solver.model import ScheduleModel, build_model
 from twill.solver.phases import (
     FEASIBLE,
@@ -103,12 +104,7 @@ def solve(problem: Problem, options: SolveOptions | None = None) -> Schedule:
     lb, why = _modulo_floor(ctx, lb, why, cap)
     fallback = _construct(ctx, lb, cap) if incumbent is None else None
     if fallback is not None:
-        first = ctx.work.seconds()
-    # lower the first schedule before refuting from below: a good upper bound caps the windows, and
-    # it is the answer should the budget run out before a proof
-    fallback = _descend(ctx, lb, fallback.ii - 1 if fallback is not None else cap) or fallback
-    if fallback is not None:
-        cap = fallback.ii - 1
+        first, cap = ctx.work.seconds(), fallback.ii - 1
         ctx.upper = hints.read(fallback.model, fallback.solver.value, budgets=True)
     ctx.work.limit = options.work * (1 - RESERVE if incumbent is not None or fallback is not None else 1)
     result = _search_ii(ctx, lb, cap) if cap >= lb else _IIResult(None, False, lb, exhausted=True)
@@ -177,18 +173,24 @@ def _descend(ctx: Context, lb: int, cap: int) -> Found | None:
 
 
 def _search_ii(ctx: Context, lb: int, cap: int) -> _IIResult:
-    """Decide windows of II from ``lb`` up to ``cap`` until one holds a schedule."""
+    """Decide windows of II from ``lb`` up to ``cap`` until one holds a schedule. After the first
+    window (the lower bound itself, often the optimum), the descent lowers the first schedule, which
+    then caps the windows and is the answer should the budget run out before a proof."""
     lo, width, proven = lb, 0, None  # proven: the floor of the first window left undecided
+    best: Found | None = None  # the descent's schedule
     while lo <= cap and ctx.work.left() > 0:
         hi = min(cap, lo + width)
         ctx.report(f"II window [{lo}, {hi}]: searching")
         out = _decide(ctx, Window(lo, hi))
-        if out.verdict is Verdict.EMPTY:
-            lo, width = hi + 1, max(8, 2 * width + 1, lo // 64)
-            continue
         if out.verdict is Verdict.FOUND:
             optimal = proven is None and out.found.ii == out.floor
             return _IIResult(out.found, optimal, out.floor if proven is None else proven)
+        if best is None and width == 0:
+            best = _descend(ctx, max(lo, out.floor), cap)
+            cap = cap if best is None else best.ii - 1
+        if out.verdict is Verdict.EMPTY:
+            lo, width = hi + 1, max(8, 2 * width + 1, lo // 64)
+            continue
         proven = out.floor if proven is None else proven
         ctx.report(f"II window [{lo}, {hi}]: undecided in its budget; probing for schedules")
         found = _probe_above(ctx, out.floor, hi, cap)
@@ -196,7 +198,9 @@ def _search_ii(ctx: Context, lb: int, cap: int) -> _IIResult:
             return _settle(ctx, found, proven)
         lo, width = hi + 1, max(8, 2 * width + 1, lo // 4)
     if proven is not None or ctx.work.left() <= 0:
-        return _IIResult(None, False, proven if proven is not None else lo)
+        return _IIResult(best, False, proven if proven is not None else lo)
+    if best is not None:  # every II below the descent's schedule is refuted
+        return _IIResult(best, True, best.ii)
     return _IIResult(None, False, cap + 1, exhausted=True)
 
 
@@ -326,7 +330,6 @@ def _heuristic_incumbent(problem: Problem, options: SolveOptions, lb: int, work:
     """
     if options.fixed_groups or options.single_stage or options.no_handoff:
         return None
-    from twill.solver.ims import ims_swp, ims_triton_split  # a peer of the solver: imported on use
 
     result = (ims_swp if options.swp_only else ims_triton_split)(problem, options, deadline=work.deadline)
     # where the cap cut the heuristic, its schedule would depend on the machine's load

@@ -66,7 +66,8 @@ def summarise(half: str) -> Summary:
     good = [r for r in rows if r["ii"] is not None]
     gaps = [r["gap_pct"] for r in good if r["gap_pct"] is not None]
     firsts = [r["first_seconds"] for r in rows if r.get("first_seconds") is not None]
-    settings = sorted({f"{r['time_limit']:g} s, {r['workers']} workers" for r in rows})
+    settings = sorted({f"{r['time_limit']:g} s, {r['workers']} workers"
+                       + (f", {r['work_limit']:g} units" if r.get("work_limit") is not None else "") for r in rows})
     dates = sorted({r["date"] for r in rows})
     return Summary(
         half=half, cases=len(pairs), measured=len(rows), valid=sum(bool(r["valid"]) for r in rows),
@@ -86,19 +87,20 @@ def summary_table() -> list[str]:
 
 def case_table(half: str) -> list[str]:
     header = ["case", "source", "arch", "ops", "static bound", "proven bound", "II", "gap", "status",
-              "first s", "proof s", "total s", "valid"]
+              "first s", "proof s", "total s", "work units", "valid"]
     body = []
     for case, row in rows_in_order(half):
         if row is None:
             body.append([case["id"], _source(case), case["arch"], str(case["ops"]), "", "", "", "", "not measured",
-                         "", "", "", ""])
+                         "", "", "", "", ""])
             continue
         verdict = "yes" if row["valid"] else ("-" if row["ii"] is None else "NO: " + "; ".join(row["violations"])[:80])
-        status = row["status"] + (f": {row['error'][:60]}" if row["error"] else "")
+        status = row["status"] + (" (cut by the wall-clock cap)" if row.get("cut") else "") + (
+            f": {row['error'][:60]}" if row["error"] else "")
         body.append([case["id"], _source(case), case["arch"], str(row["ops"]), str(row["static_bound"] or "-"),
                      str(row["bound"] or "-"), str(row["ii"] or "-"), _pct(row["gap_pct"]), status,
                      _seconds(row.get("first_seconds")), _seconds(row.get("proof_seconds")),
-                     f"{row['total_seconds']:.1f}", verdict])
+                     f"{row['total_seconds']:.1f}", "-" if row.get("work") is None else f"{row['work']:.1f}", verdict])
     return _table(header, body)
 
 

@@ -74,18 +74,18 @@ def static_bound(problem: Problem) -> tuple[int | None, str]:
         return None, f"infeasible: {err.reason or err}"
 
 
-def solve_case(case: dict[str, Any], time_limit: float, workers: int) -> dict[str, Any]:
+def solve_case(case: dict[str, Any], time_limit: float, workers: int, work_limit: float | None = None) -> dict[str, Any]:
     """Solve one case and describe the outcome; never raises (a failure is a row)."""
     problem = build_case(case)
     bound, binding = static_bound(problem)
     row: dict[str, Any] = {
         "id": case["id"], "source": describe(case), "arch": case["arch"], "ops": len(problem.ops),
         "edges": len(problem.edges), "sha256": case["sha256"], "static_bound": bound, "static_binding": binding,
-        "time_limit": time_limit, "workers": workers, "date": dt.date.today().isoformat(),
+        "time_limit": time_limit, "workers": workers, "work_limit": work_limit, "date": dt.date.today().isoformat(),
     }
     start = time.monotonic()
     try:
-        sched = solve(problem, SolveOptions(time_limit=time_limit, workers=workers))
+        sched = solve(problem, SolveOptions(time_limit=time_limit, workers=workers, work_limit=work_limit))
     except InfeasibleError as err:
         return {**row, **_failure("infeasible", str(err), time.monotonic() - start, err.proven_lb)}
     except Exception as err:  # noqa: BLE001 — a crash is a result of this case, not the end of the suite
@@ -100,6 +100,7 @@ def solve_case(case: dict[str, Any], time_limit: float, workers: int) -> dict[st
         "proof_seconds": sched.ii_seconds if sched.status == "optimal" else None,
         "solve_seconds": sched.solve_seconds, "total_seconds": total,
         "valid": not violations, "violations": violations[:3], "error": "",
+        "work": sched.work, "cut": "wall-clock cap" in sched.proof,  # cut: the answer depends on the load
     }
 
 
@@ -140,7 +141,8 @@ def progress_line(k: int, total: int, row: dict[str, Any]) -> str:
             f"{row['total_seconds']:.1f} s{note}")
 
 
-def run_half(half: str, time_limit: float, workers: int, only: set[str], jobs: int, redo: bool) -> None:
+def run_half(half: str, time_limit: float, workers: int, only: set[str], jobs: int, redo: bool,
+             work_limit: float | None = None) -> None:
     cases = checked_cases(half, only)
     data = load_results(half)
     data.update({"half": half, "updated": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
@@ -152,26 +154,26 @@ def run_half(half: str, time_limit: float, workers: int, only: set[str], jobs: i
         if problem is None:
             print(f"{half}: {case['id']}: skipped ({describe(case)} is not on this machine)", flush=True)
         elif (not redo and old and old.get("sha256") == case["sha256"] and old.get("time_limit") == time_limit
-              and old.get("workers") == workers):
+              and old.get("workers") == workers and old.get("work_limit") == work_limit):
             print(f"{half}: {case['id']}: done earlier (II {old['ii']}, {old['status']})", flush=True)
         else:
             todo.append(case)
     print(f"{half}: {len(todo)} of {len(cases)} cases to solve at --time-limit {time_limit:g} --workers {workers}"
           f"{f' --jobs {jobs}' if jobs > 1 else ''}", flush=True)
-    for k, row in enumerate(_solved(todo, time_limit, workers, jobs), 1):
+    for k, row in enumerate(_solved(todo, time_limit, workers, jobs, work_limit), 1):
         rows[row["id"]] = row
         save_results(half, data)
         print(f"{half} " + progress_line(k, len(todo), row), flush=True)
 
 
-def _solved(todo: list[dict[str, Any]], time_limit: float, workers: int, jobs: int):
+def _solved(todo: list[dict[str, Any]], time_limit: float, workers: int, jobs: int, work_limit: float | None):
     """Rows in the order they finish; ``jobs`` cases at once in separate processes."""
     if jobs <= 1:
         for case in todo:
-            yield solve_case(case, time_limit, workers)
+            yield solve_case(case, time_limit, workers, work_limit)
         return
     with ProcessPoolExecutor(max_workers=jobs) as pool:
-        futures = [pool.submit(solve_case, case, time_limit, workers) for case in todo]
+        futures = [pool.submit(solve_case, case, time_limit, workers, work_limit) for case in todo]
         for future in as_completed(futures):
             yield future.result()
 
@@ -186,6 +188,9 @@ def main() -> None:
     ap.add_argument("--half", choices=(*HALVES, "both"), required=True)
     ap.add_argument("--time-limit", type=float, default=120.0, help="seconds per case (default 120)")
     ap.add_argument("--workers", type=int, default=2, help="CP-SAT workers per solve (default 2)")
+    ap.add_argument("--work-limit", type=float, default=None,
+                    help="deterministic work per case (default: the default for --time-limit, 0.25 per second); "
+                         "with a larger --time-limit, a loaded machine still gives the reproducible answer")
     ap.add_argument("--only", default="", help="comma-separated case ids")
     ap.add_argument("--jobs", type=int, default=1, help="cases solved at once (each with --workers)")
     ap.add_argument("--redo", action="store_true", help="solve cases that already have a result")
@@ -198,7 +203,7 @@ def main() -> None:
         sys.exit(f"unknown case ids for --half {args.half}: {', '.join(sorted(only - known))}")
     RESULTS.mkdir(parents=True, exist_ok=True)
     for half in halves:
-        run_half(half, args.time_limit, args.workers, only, args.jobs, args.redo)
+        run_half(half, args.time_limit, args.workers, only, args.jobs, args.redo, args.work_limit)
     if not args.no_page:
         rewrite_page()
 

@@ -58,7 +58,7 @@ ADOPT = Budget(share=0.0, at_least=10.0)  # the heuristic's schedule as a soluti
 CANONICAL = Budget(share=0.0, at_least=5.0)  # the canonical pass (2 units when it starts warm)
 Value = Callable[[cp_model.LinearExprT], int]  # a solver's value function: variables and linear expressions
 RESERVE = 0.1  # of the work kept for the secondary objectives once a schedule is in hand
-EARLY_DESCENT = Budget(share=1 / 6, at_least=3.0, attempt=1.0)  # the descent before the windows
+EARLY_DESCENT = Budget(share=1 / 10, at_least=3.0, attempt=1.0)  # the descent before the windows
 STALL = 1.0  # units: a secondary objective stops after a slice this long that did not improve it
 
 

@@ -452,14 +452,17 @@ def _default_cache() -> str:
     return str(Path(base) / "twill" / "sweep")
 
 
-def _sweep_rows(result, names: tuple[str, ...]) -> list[list[str]]:
-    """The ranked table: one row per point, throughput as a range where the II is not proven."""
+def _sweep_rows(result, names: tuple[str, ...], band=None) -> list[list[str]]:
+    """The ranked table: one row per point, throughput as a range where the II is not proven, and,
+    where measured kernels of the program's structure give a fidelity band, the throughput to expect."""
     rows = []
     for n, r in enumerate(result.ranked, 1):
         if r.tflops is not None:
             tflops = f"{r.tflops:.0f}" if r.status == "optimal" else f"{r.tflops:.0f}-{r.tflops_bound:.0f}"
         else:
             tflops = f"<={r.tflops_bound:.0f}" if r.tflops_bound else "-"
+        if band is not None:
+            tflops += "" if r.tflops is None else f" (expect {r.tflops / band.high:.0f}-{r.tflops / band.low:.0f})"
         binds = r.binds if r.ii is None or r.static_bound is None or r.ii <= r.static_bound else \
             f"joint constraints (static bound {r.static_bound}: {r.binds})"
         status = r.status + ("*" if r.status == "optimal" and not r.objectives_proven else "")
@@ -474,6 +477,7 @@ def _sweep_rows(result, names: tuple[str, ...]) -> list[list[str]]:
 def cmd_sweep(args: argparse.Namespace) -> int:
     from pathlib import Path
 
+    from twill.estimate import fidelity_band
     from twill.sweep.cache import ResultCache
     from twill.sweep.engines import make_engine
     from twill.sweep.run import sweep_grid
@@ -504,10 +508,14 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     print(f"{result.program} on {result.arch}: {how}; {result.solved} solved on {engine.name}, "
           f"{result.from_cache} from the cache; per point: {options.time_limit:g} s cap, {options.work:g} work units, "
           f"{options.workers or 'all'} CP-SAT worker(s)")
-    print(_table(_sweep_rows(result, names), ["rank", " ".join(names) or "point", "status", "II", "bound",
-                                              "TFLOP/s", "regs", "SMEM KiB", "groups/warps", "seconds", "binds"]))
+    band = fidelity_band(result.arch, result.program)
+    print(_table(_sweep_rows(result, names, band), ["rank", " ".join(names) or "point", "status", "II", "bound",
+                                                    "TFLOP/s", "regs", "SMEM KiB", "groups/warps", "seconds", "binds"]))
     print("TFLOP/s: useful FLOPs per iteration / II, on every SM at the arch's clock (a range: II not proven, up to "
           "the bound)")
+    print(f"expect: measured {result.program} kernels on {result.arch} took {band.low:.2f}-{band.high:.2f}x the "
+          f"prediction ({band.kernels} kernels, the fidelity table of docs/benchmarks.md)" if band is not None else
+          f"expect: no measured kernels of {result.program} on {result.arch} give an error band yet")
     if any(r.status == "optimal" and not r.objectives_proven for r in result.ranked):
         print("optimal*: II proven; a secondary objective (groups, hand-offs, registers, length) stopped at its phase "
               "limit, so its registers and SMEM may not be minimal")

@@ -212,3 +212,8 @@ def _chunked_correction(b: LoopBuilder, arch: Arch, j: str, rows: int, d: int, c
         b.edge(ldo, rst, latency=load.latency, carrier=Carrier.ORDER)
         b.edge(f"alpha{j}", rst)
         b.edge(rst, pv[0], blocking=True, carrier=Carrier.TMEM)
+
+# FA4's five roles (flash_fwd_sm100.py 300-306) as a ``twill solve --groups`` spec: the load warp,
+# the MMA warp, softmax warpgroup 0, the correction warpgroup (both tiles), softmax warpgroup 1
+FA4_ROLES = ("load_*;qk*,pv*;lds0,rowmax0,max0,alpha0,exc0_*,stp0_*,rowsum0;ldo*,rst*;"
+             "lds1,rowmax1,max1,alpha1,exc1_*,stp1_*,rowsum1")

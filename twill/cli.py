@@ -9,8 +9,12 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from twill.errors import TwillError
+
+if TYPE_CHECKING:
+    from twill.problem import Problem
 
 __all__ = ["main"]
 
@@ -123,9 +127,11 @@ def cmd_show(args: argparse.Namespace) -> int:
     return 0
 
 
-def _options(args: argparse.Namespace):
-    from twill.options import SolveOptions
+def _options(args: argparse.Namespace, problem: Problem | None = None):
+    from twill.options import SolveOptions, pin_groups
 
+    spec = getattr(args, "groups", None)
+    fixed = pin_groups([op.name for op in problem.ops], spec) if spec and problem is not None else ()
     return SolveOptions(
         objective=tuple(x.strip() for x in args.objective.split(",")),
         swp_only=args.swp_only,
@@ -135,6 +141,7 @@ def _options(args: argparse.Namespace):
         max_groups=args.max_groups,
         max_warps=args.max_warps,
         no_handoff=args.no_handoff,
+        fixed_groups=fixed,
         progress=None if args.quiet else (lambda msg: print(msg, file=sys.stderr, flush=True)),
     )
 
@@ -178,7 +185,7 @@ def cmd_solve(args: argparse.Namespace) -> int:
     problem = _problem(args)
     if getattr(args, "solver", "cpsat") == "z3":
         from twill.solver.z3_backend import solve_z3 as solve
-    sched = solve(problem, _options(args))
+    sched = solve(problem, _options(args, problem))
     print_summary(problem, sched)
     _check(problem, sched)
     if args.out:
@@ -390,6 +397,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-groups", type=int, default=8, help="most warp groups considered (default %(default)s)")
     p.add_argument("--max-warps", type=int, default=None, help="ablation: allow fewer warps than the CTA holds")
     p.add_argument("--no-handoff", action="store_true", help="ablation: no register value may cross warp groups")
+    p.add_argument("--groups", help="pin the warp groups: groups separated by ';', each a comma list of op-name "
+                   "patterns (e.g. 'load_*;qk*,pv*;lds0,exc0_*'); every op must match one group")
     p.add_argument("--solver", choices=("cpsat", "z3"), default="cpsat",
                    help="backend: cpsat (default) or z3, the differential-testing reference for small graphs")
     p.add_argument("--out", "-o", help="write the schedule as twill.schedule/1 JSON")

@@ -217,3 +217,41 @@ def _chunked_correction(b: LoopBuilder, arch: Arch, j: str, rows: int, d: int, c
 # the MMA warp, softmax warpgroup 0, the correction warpgroup (both tiles), softmax warpgroup 1
 FA4_ROLES = ("load_*;qk*,pv*;lds0,rowmax0,max0,alpha0,exc0_*,stp0_*,rowsum0;ldo*,rst*;"
              "lds1,rowmax1,max1,alpha1,exc1_*,stp1_*,rowsum1")
+
+
+def fa4_roles(groups: dict[str, int], subtiles: int = 2) -> dict[str, bool]:
+    """Which of FA4's roles a schedule's warp groups (op -> group) have, checked one by one so a
+    partial rediscovery reads as such (../shared/research/fa4.md §9):
+    loads: load_k and load_v alone in their group; softmax: each tile's softmax ops in one group,
+    a different one per tile; off_path: no tile's correction in its own softmax group;
+    correction: every O load/rescale/store of every tile in one group without softmax work;
+    mma: every Q·Kᵀ and P·V in one group that issues nothing else."""
+    def members(g: int) -> set[str]:
+        return {n for n, x in groups.items() if x == g}
+
+    def softmax(j: int) -> set[str]:
+        return {n for n in groups if n.rstrip("0123456789_") in _SOFTMAX and _tile(n) == j}
+
+    corr = {n for n in groups if n.startswith(("ldo", "rst"))}
+    mma = {n for n in groups if n.startswith(("qk", "pv"))}
+    sm_groups = [{groups[n] for n in softmax(j)} for j in range(subtiles)]
+    one_each = all(len(s) == 1 for s in sm_groups) and len({min(s) for s in sm_groups}) == subtiles
+    all_softmax = set().union(*(softmax(j) for j in range(subtiles)))
+    corr_groups = {groups[n] for n in corr}
+    mma_groups = {groups[n] for n in mma}
+    return {
+        "loads": members(groups["load_k"]) == {"load_k", "load_v"},
+        "softmax": one_each,
+        "off_path": one_each and all(groups[n] != min(sm_groups[_tile(n)]) for n in corr),
+        "correction": len(corr_groups) == 1 and not members(min(corr_groups)) & all_softmax
+        and members(min(corr_groups)) == corr,
+        "mma": len(mma_groups) == 1 and members(min(mma_groups)) == mma,
+    }
+
+
+_SOFTMAX = ("lds", "rowmax", "max", "alpha", "exc", "stp", "rowsum")
+
+
+def _tile(name: str) -> int:
+    """The Q tile an op belongs to: the first digit after its role prefix (exc1_3 -> 1)."""
+    return int(next(c for c in name if c.isdigit()))

@@ -205,3 +205,66 @@ def test_fa4_roles_cover_every_op() -> None:
     assert len(set(groups.values())) == 5
     assert groups["qk0"] == groups["pv1b"] and groups["ldo0_0"] == groups["rst1_7"]
     assert groups["exc0_3"] != groups["exc1_3"]
+
+
+# -- FA4's roles ---------------------------------------------------------------------------------
+def _fa4_module() -> dict:
+    import runpy
+    from pathlib import Path
+
+    return runpy.run_path(str(Path(__file__).resolve().parents[1] / "programs" / "fa_fwd.py"))
+
+
+def _least_budget(problem, ops: set[str]) -> int:
+    """The least setmaxnreg budget a group issuing ``ops`` can have in any schedule: at the issue
+    of each op v, every value u of the group with a path u -> v and a reader reached from v is
+    still live (dependence paths of distance 0 order issues within one iteration), plus v itself.
+    Derived here from the graph alone, independently of the solver."""
+    import networkx as nx
+
+    g = nx.DiGraph((e.src, e.dst) for e in problem.edges if e.distance == 0)
+    g.add_nodes_from(op.name for op in problem.ops)
+    warps = max(problem.op(n).min_warps for n in ops)
+    worst = 0
+    for v in ops:
+        before, after = nx.ancestors(g, v), nx.descendants(g, v) | {v}
+        # u is read by an op reached from v (v itself reads u at issue, which frees registers)
+        live = problem.op(v).regs + sum(problem.op(u).regs for u in ops & before
+                                        if any(e.distance == 0 and e.dst in after - {v}
+                                               for e in problem.body.out_edges(u)))
+        worst = max(worst, live)
+    reserved = problem.arch.limit("regs_reserved_per_thread")
+    per_thread = reserved + -(-worst // (32 * warps))
+    return -(-per_thread // 8) * 8
+
+
+@pytest.mark.parametrize("chunks, fits", [(1, False), (2, True), (8, True)])
+def test_whole_tile_correction_cannot_have_its_own_warpgroup(chunks: int, fits: bool) -> None:
+    """Counter-test (o_chunks=1): a correction that loads a whole O tile holds 128 registers per
+    thread, and with two softmax warpgroups that each keep S (128) and a P fragment (16) live, FA4's
+    five roles need more than the 65,536 registers of the SM at every II; streamed in 2 or 8 chunks
+    they fit (the pinned schedule below uses 192 / 88 / 192 + 32)."""
+    fa4 = _fa4_module()
+    p = fa(**FA4_GRAIN, o_chunks=chunks)
+    groups = dict(pin_groups([op.name for op in p.ops], fa4["FA4_ROLES"]))
+    members = {g: {n for n, x in groups.items() if x == g} for g in set(groups.values())}
+    budgets = {g: _least_budget(p, ops) for g, ops in members.items()}
+    narrow = max(b for g, b in budgets.items() if max(p.op(n).min_warps for n in members[g]) < 4)
+    words = 32 * 4 * (narrow + sum(b for g, b in budgets.items() if max(p.op(n).min_warps for n in members[g]) >= 4))
+    assert (words <= p.arch.limit("regs_per_sm")) == fits, (budgets, words)
+
+
+def test_pinned_fa4_schedule_is_valid_and_has_the_five_roles() -> None:
+    """The schedule bench/fa4_probe.py found with FA4's roles pinned (o_chunks=2, II 2650), checked
+    against the current model by the independent validator: a change to the program, the arch
+    or a rule that breaks it fails here."""
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "notebooks" / "data" / "fa4_pinned_2650.json"
+    s = Schedule.read(path)
+    p = fa(**FA4_GRAIN, o_chunks=2)
+    assert s.body == p.body
+    assert validate(p, s) == []
+    roles = _fa4_module()["fa4_roles"]({o.id: o.group for o in s.ops})
+    assert roles == {"loads": True, "softmax": True, "off_path": True, "correction": True, "mma": True}
+    assert s.ii == 2650 and len(s.groups) == 5

@@ -268,3 +268,22 @@ def test_pinned_fa4_schedule_is_valid_and_has_the_five_roles() -> None:
     roles = _fa4_module()["fa4_roles"]({o.id: o.group for o in s.ops})
     assert roles == {"loads": True, "softmax": True, "off_path": True, "correction": True, "mma": True}
     assert s.ii == 2650 and len(s.groups) == 5
+
+
+def test_free_groups_at_the_pinned_ii_fold_the_correction() -> None:
+    """The free model at the pinned schedule's II, minimised from it (bench/fa4_fewer_groups.py), kept
+    FA4's load warp, MMA warp and one softmax warpgroup per tile, and moved each tile's correction into
+    the other tile's softmax warpgroup: 4 groups. Each merged warpgroup is busy 1487 + 654 of 2650 cycles.
+    The file is re-validated against the current model, so a rule change that breaks it fails here."""
+    from pathlib import Path
+
+    s = Schedule.read(Path(__file__).resolve().parents[1] / "notebooks" / "data" / "fa4_free_2650.json")
+    p = fa(**FA4_GRAIN, o_chunks=2)
+    assert s.body == p.body and validate(p, s) == []
+    groups = {o.id: o.group for o in s.ops}
+    roles = _fa4_module()["fa4_roles"](groups)
+    assert roles == {"loads": True, "softmax": True, "off_path": True, "correction": False, "mma": True}
+    assert len(s.groups) == 4 and s.ii == 2650
+    assert groups["ldo1_0"] == groups["lds0"] and groups["ldo0_0"] == groups["lds1"]
+    busy = sorted(sum(p.hold(n) for n in g.ops) for g in s.groups)
+    assert busy[-2:] == [2141, 2141] and busy[-1] <= s.ii

@@ -340,12 +340,22 @@ def _allocated(v: ScheduleModel, budgets: list[int]) -> tuple[LinearExpr, Linear
         m.add(wr == v.reg_words[g]).only_enforce_if(~narrow)
         m.add(wr == 0).only_enforce_if(narrow)
         wide_words.append(wr)
-    packs = m.new_int_var(0, len(v.groups), "narrow_warpgroups")
+    # the k-th packed warpgroup is a Boolean (open in order), so its words are a reified copy of the
+    # shared budget: linear, where a product packs x budget made CP-SAT's proofs slower
+    most = -(-len(v.groups) * (w - 1) // w)
+    opened = [m.new_bool_var(f"narrow_warpgroup[{k}]") for k in range(most)]
+    for a, b in zip(opened, opened[1:], strict=False):
+        m.add_implication(b, a)
+    packs = sum(opened)
     m.add(w * packs >= sum(narrow_warps))
     m.add(w * packs <= sum(narrow_warps) + w - 1)
-    packed = m.new_int_var(0, len(v.groups) * w * budgets[-1], "narrow_words")
-    m.add_multiplication_equality(packed, [packs, shared])
-    return sum(wide_warps) + w * packs, sum(wide_words) + w * packed
+    packed = []
+    for k, on in enumerate(opened):
+        words = m.new_int_var(0, budgets[-1], f"narrow_warpgroup_regs[{k}]")
+        m.add(words == shared).only_enforce_if(on)
+        m.add(words == 0).only_enforce_if(~on)
+        packed.append(words)
+    return sum(wide_warps) + w * packs, sum(wide_words) + w * sum(packed)
 
 
 def add_in_order_issue(v: ScheduleModel) -> None:

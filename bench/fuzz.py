@@ -230,6 +230,7 @@ class Seeds:
     schedules: list[dict]
     archs: list[str]
     programs: dict[str, dict[str, Any]]
+    ttgir: list[str] = field(default_factory=list)  # the checked-in TTGIR fixtures (examples/triton/ttgir)
 
 
 def build_seeds() -> Seeds:
@@ -253,7 +254,8 @@ def build_seeds() -> Seeds:
                     schedules.append(sched.to_dict())
     archs = [p.read_text() for p in sorted(archs_dir().glob("*.toml"))]
     programs = {info.name: dict(info.parameters) for info in list_programs()}
-    return Seeds(graphs, schedules, archs, programs)
+    ttgir = [p.read_text() for p in sorted((ROOT / "examples" / "triton" / "ttgir").glob("*/*.ttgir"))]
+    return Seeds(graphs, schedules, archs, programs, ttgir)
 
 
 # -- generators, one per input kind -------------------------------------------------------------
@@ -564,12 +566,69 @@ def gen_program(rng: random.Random, seeds: Seeds) -> Case:
     return Case("program", argv, {"p.py": data}, [template.split("\n", 1)[0]])
 
 
+TTGIR_OPS = ["arith.mulf", "arith.remf", "math.exp2", "tt.dot", "ttng.warp_group_dot", "ttng.tc_gen5_mma", "scf.if",
+             "scf.for", "tt.reduce", "ttg.convert_layout", "ttng.tmem_load", "tt.load", "foo.bar", "ttng.wait_barrier"]
+TTGIR_TOKENS = ["f16", "f32", "i8", "xyz", "!tt.ptr<f16>", "0", "-1", "99999999999", "%", "{", "}", "(", ")", "<", ">",
+                "loc(", "#loc999", "#mma", ":", "->", "iter_args(", "scf.yield"]
+
+
+def _ttgir_mutation(rng: random.Random, lines: list[str]) -> str:
+    """One structural change to TTGIR text: an op renamed, a token swapped, a line dropped, moved or
+    duplicated, a region opened or closed, a shape changed."""
+    if not lines:
+        return "empty"
+    i = rng.randrange(len(lines))
+    what = rng.choice(["rename_op", "token", "drop", "dup", "move", "brace", "shape", "loc"])
+    if what == "rename_op":
+        names = re.findall(r"\b[a-z_]+\.[a-z_0-9.]+\b", lines[i])
+        if names:
+            lines[i] = lines[i].replace(rng.choice(names), rng.choice(TTGIR_OPS), 1)
+    elif what == "token":
+        words = lines[i].split(" ")
+        words[rng.randrange(len(words))] = rng.choice(TTGIR_TOKENS)
+        lines[i] = " ".join(words)
+    elif what == "drop":
+        del lines[i]
+    elif what == "dup":
+        lines.insert(i, lines[i])
+    elif what == "move":
+        lines.insert(rng.randrange(len(lines)), lines.pop(i))
+    elif what == "brace":
+        lines.insert(i, rng.choice(["}", "{", "      scf.if %true {", "  }) : (f32) -> f32", "^bb0(%a: f32):"]))
+    elif what == "shape":
+        lines[i] = re.sub(r"\d+x", lambda m: rng.choice(["0x", "1x", "3x", "65536x", "999999999999x"]), lines[i], count=1)
+    else:
+        lines[i] = lines[i].replace("loc(", rng.choice(["loc(((", "loc(#loc", "loc(\"", ""]), 1)
+    return f"{what}@{i}"
+
+
+def gen_ttgir(rng: random.Random, seeds: Seeds) -> Case:
+    """A checked-in TTGIR fixture with line-level mutations, read as a .ttgir program."""
+    text = rng.choice(seeds.ttgir) if seeds.ttgir else "module {\n}\n"
+    lines = text.splitlines()
+    mutations = [_ttgir_mutation(rng, lines) for _ in range(rng.choice([1, 1, 2, 3, 5]))]
+    data = "\n".join(lines).encode("utf-8", "surrogatepass")
+    if rng.random() < 0.2:
+        data, what = mutate_text(rng, data)
+        mutations.append(what)
+    arch = rng.choice(["h100", "b200"])
+    command = rng.random()
+    if command < 0.6:
+        argv = ["show", "k.ttgir", "--arch", arch]
+    elif command < 0.8:
+        argv = ["import", "k.ttgir", "--arch", arch, "--out", "g.json"]
+    else:
+        argv = ["solve", "k.ttgir", "--arch", arch, "-q", "--swp-only", *SOLVE_LIMIT]
+    return Case("ttgir", argv, {"k.ttgir": data}, mutations)
+
+
 GENERATORS: dict[str, tuple[float, Callable[[random.Random, Seeds], Case]]] = {
-    "graph": (0.35, gen_graph),
-    "schedule": (0.25, gen_schedule),
+    "graph": (0.3, gen_graph),
+    "schedule": (0.2, gen_schedule),
     "arch": (0.2, gen_arch),
     "params": (0.1, gen_params),
     "program": (0.1, gen_program),
+    "ttgir": (0.1, gen_ttgir),
 }
 
 

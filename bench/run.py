@@ -1,8 +1,10 @@
 """Benchmark suite: built-in programs, the shared Triton graphs and random-graph scaling.
 
 Run from the repository root:  python bench/run.py
-(defaults: --repeat 3 --time-limit 120 --scaling-cap 300; ``--sections programs,graphs,scaling``).
-It rewrites docs/benchmarks.md (with docs/benchmarks_notes.md appended) and docs/scaling.png.
+(defaults: --repeat 3 --time-limit 120 --scaling-cap 300; ``--sections programs,graphs,scaling``;
+``suite`` runs the generalization suite too, bench/suite/run.py --half both, for hours; ``none``
+reruns nothing and only rewrites the page).
+It rewrites docs/benchmarks.md (with docs/benchmarks_notes.md appended), docs/scaling.png and docs/suite.png.
 Never run as a test; timings depend on the machine. The page records machine, date and versions.
 A solve that runs into its time limit is not repeated: its median would be the limit itself.
 A section left out of ``--sections`` (or a row left out by ``--only``) keeps its last results (bench/results/table.json for the
@@ -31,6 +33,7 @@ from twill.random_loops import random_body
 from twill.solver import SolveOptions, lower_bound, solve
 
 ROOT = Path(__file__).resolve().parents[1]
+SUITE_WORKERS = 2  # the suite is measured with 2 workers per solve (bench/suite/run.py)
 SHARED = ROOT.parent / "shared" / "ddg"
 PUBLISHED = {  # Twill (OSDI'26) search times, one Xeon Platinum 8570 core (../shared/research/twill.md §5.6)
     ("fa_fwd subtiles=2", "h100"): "28 s (paper)",
@@ -167,6 +170,17 @@ def graph_rows(repeat: int, limit: float) -> list[list[str]]:
     return rows
 
 
+def suite_lines(sections: set[str], limit: float) -> list[str]:
+    """The generalization suite's section, rerun first when ``suite`` is one of the sections; the
+    suite's modules live in bench/suite/ (this script's folder is on sys.path)."""
+    from suite import report, run
+
+    if "suite" in sections:
+        for half in ("tuned", "fresh"):
+            run.run_half(half, limit, SUITE_WORKERS, set(), jobs=1, redo=False)
+    return report.section(ROOT / "docs")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeat", type=int, default=3, help="solves per case; the median time is reported")
@@ -234,6 +248,7 @@ def main() -> None:
               f"Random FA-like bodies (`twill.random_loops.random_body({SCALING_SEED}, n, profile=\"fa\")`) on h100, "
               f"one solve each, capped at {cap:g} s.{when}", "", "![scaling](scaling.png)", "",
               *scaling_table(points)]
+    lines += suite_lines(sections, args.time_limit)
     extra = ROOT / "docs" / "benchmarks_notes.md"
     if extra.is_file():
         lines += ["", extra.read_text().rstrip()]

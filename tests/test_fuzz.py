@@ -25,14 +25,14 @@ def fuzz():
 
 
 def test_a_few_hundred_mutated_inputs_behave(fuzz):
-    """300 inputs (graphs, schedules, arch files, parameters, program files) from a fixed seed:
+    """300 inputs (graphs, schedules, arch files, parameters, program files, TTGIR) from a fixed seed:
     each exits 0, 2 or (validate) 1 with at most one error line, in seconds."""
     flagged, tally, seconds = fuzz.fuzz(count=300, seed=7, timeout=20.0, out=None)
     assert not flagged, "\n".join(f"#{i} {c.kind} {c.argv} {c.mutations}: {o.problem}\n{o.stderr[-800:]}"
                                   for i, c, o in flagged)
     assert sum(tally.values()) == 300
     kinds = {kind for kind, _ in tally}
-    assert kinds == {"graph", "schedule", "arch", "params", "program"}
+    assert kinds == {"graph", "schedule", "arch", "params", "program", "ttgir"}
     assert any(status == "0" for _, status in tally) and any(status == "2" for _, status in tally)
 
 

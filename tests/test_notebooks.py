@@ -31,9 +31,9 @@ def outputs(nb: nbformat.NotebookNode, mime: str) -> list[str]:
     return found
 
 
-def test_there_are_three_notebooks():
-    """The three notebooks of issue 7 exist: Hopper, Blackwell, adding an architecture."""
-    assert IDS == ["01", "02", "03"], [p.name for p in NOTEBOOKS]
+def test_there_are_four_notebooks():
+    """The notebooks of issues 7 and 17 exist: Hopper, Blackwell, adding an architecture, from a Triton kernel."""
+    assert IDS == ["01", "02", "03", "04"], [p.name for p in NOTEBOOKS]
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)

@@ -12,6 +12,9 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from twill.errors import TwillError
+from twill.options import SolveOptions, pin_groups
+
+_DEFAULTS = SolveOptions()  # one source of the option defaults
 
 if TYPE_CHECKING:
     from twill.problem import Problem
@@ -22,6 +25,8 @@ EPILOG = """examples:
   twill archs
   twill programs
   twill show fa_fwd --arch h100
+  twill show examples/triton/kernels.py:attn_fwd --launch examples/triton/fa_fwd.toml --arch h100
+  twill import examples/triton/ttgir/triton-3.6.0/fa_fwd.sm90.ttgir --arch h100 --out fa.graph.json
   twill solve fa_fwd --arch h100 -p subtiles=2 --gantt fa_fwd.png --out fa_fwd.json
   twill solve ../shared/ddg/fa_bwd.b200.curated_ddg.json --arch b200 --swp-only
   twill compare fa_fwd --arch h100 -p subtiles=2
@@ -45,17 +50,21 @@ def _arch(name: str):
 
 
 def _problem(args: argparse.Namespace):
-    from twill.frontend.programs import load_program, parse_params, program_info
     from twill.problem import build_problem
+
+    return build_problem(_body(args), _arch(args.arch))
+
+
+def _body(args: argparse.Namespace):
+    from twill.frontend.programs import TTGIR_SUFFIXES, load_program, parse_params, program_info, triton_kernel
 
     arch = _arch(args.arch)
     params: dict = {}
     if args.param:
-        if args.program.endswith(".json"):
-            raise TwillError(f"program {args.program!r}: a graph file takes no parameters")
+        if args.program.endswith((".json", *TTGIR_SUFFIXES)) or triton_kernel(args.program):
+            raise TwillError(f"program {args.program!r}: a graph file or Triton kernel takes no parameters")
         params = parse_params(args.param, program_info(args.program).parameters)
-    body = load_program(args.program, arch, params)
-    return build_problem(body, arch)
+    return load_program(args.program, arch, params, launch=getattr(args, "launch", None))
 
 
 # -- commands ---------------------------------------------------------------------------------
@@ -89,7 +98,8 @@ def cmd_programs(args: argparse.Namespace) -> int:
 
     rows = [[p.name, describe_parameters(p) or "-", p.description] for p in list_programs()]
     print(_table(rows, ["program", "parameters (defaults)", "description"]))
-    print("\nA PROGRAM argument may also be a .py file defining build(arch, **params), or a curated-ddg .json graph.")
+    print("\nA PROGRAM argument may also be a .py file defining build(arch, **params), a graph .json (twill import, "
+          "curated-ddg), a .ttgir file, or a Triton kernel file.py:kernel with --launch (docs/frontend.md).")
     return 0
 
 
@@ -127,21 +137,60 @@ def cmd_show(args: argparse.Namespace) -> int:
     return 0
 
 
-def _options(args: argparse.Namespace, problem: Problem | None = None):
-    from twill.options import SolveOptions, pin_groups
+def cmd_import(args: argparse.Namespace) -> int:
+    """Import a Triton kernel (or TTGIR, or any program) and save its loop body as a graph file."""
+    from twill.bounds import compute_bounds
+    from twill.frontend.body_json import write_body
+    from twill.problem import build_problem
 
-    spec = getattr(args, "groups", None)
-    fixed = pin_groups([op.name for op in problem.ops], spec) if spec and problem is not None else ()
+    body = _body(args)
+    problem = build_problem(body, _arch(args.arch))
+    b = compute_bounds(problem)
+    print(f"{body.name} on {args.arch}: {len(body.ops)} ops, {len(body.edges)} edges, trip count "
+          f"{body.trip_count if body.trip_count is not None else 'unknown'}")
+    for key in ("flops_per_iteration", "load_bytes_per_iteration", "ttgir_pass", "triton_version"):
+        if key in body.params:
+            print(f"  {key}: {body.params[key]}")
+    print(_table([[op.name, op.kind, op.ref] for op in body.ops], ["op", "kind", "from TTGIR"]))
+    print(f"\nResMII = {b.res_mii}   RecMII = {b.rec_mii}")
+    write_body(body, args.out)
+    print(f"wrote {args.out} (use it as PROGRAM: twill solve {args.out} --arch {args.arch})")
+    return 0
+
+
+def _fixed_groups(text: str | None, ops: list[str] | None = None) -> tuple[tuple[str, int], ...]:
+    """``--groups 'load_a=0,mma=1'``: ops imposed on warp groups (the solver keeps the rest free);
+    or, without '=', a whole assignment as patterns (``'load_*;qk*,pv*;...'``, ``options.pin_groups``)."""
+    if not text:
+        return ()
+    if "=" not in text:
+        if ops is None:
+            raise TwillError(f"--groups {text!r}: a pattern assignment needs the program's ops")
+        return pin_groups(ops, text)
+    out = []
+    for item in text.split(","):
+        name, sep, group = item.partition("=")
+        if not sep or not name.strip() or not group.strip().isdigit():
+            raise TwillError(f"--groups {text!r}: expected OP=GROUP[,OP=GROUP...] with GROUP a number, got {item!r}")
+        out.append((name.strip(), int(group)))
+    return tuple(out)
+
+
+def _options(args: argparse.Namespace, problem: Problem | None = None):
+    from twill.options import SolveOptions
+
+    ops = [op.name for op in problem.ops] if problem is not None else None
     return SolveOptions(
         objective=tuple(x.strip() for x in args.objective.split(",")),
         swp_only=args.swp_only,
         time_limit=args.time_limit,
+        work_limit=args.work_limit,
         phase_limit=args.phase_limit,
         workers=args.workers,
         max_groups=args.max_groups,
         max_warps=args.max_warps,
         no_handoff=args.no_handoff,
-        fixed_groups=fixed,
+        fixed_groups=_fixed_groups(getattr(args, "groups", None), ops),
         progress=None if args.quiet else (lambda msg: print(msg, file=sys.stderr, flush=True)),
     )
 
@@ -185,7 +234,12 @@ def cmd_solve(args: argparse.Namespace) -> int:
     problem = _problem(args)
     if getattr(args, "solver", "cpsat") == "z3":
         from twill.solver.z3_backend import solve_z3 as solve
-    sched = solve(problem, _options(args, problem))
+    options = _options(args, problem)
+    unknown = sorted({name for name, _ in options.fixed_groups} - {op.name for op in problem.ops})
+    if unknown:
+        raise TwillError(f"--groups names {', '.join(unknown)}, not ops of {problem.body.name} "
+                         f"(ops: {', '.join(op.name for op in problem.ops)})")
+    sched = solve(problem, options)
     print_summary(problem, sched)
     _check(problem, sched)
     if args.out:
@@ -327,6 +381,29 @@ def cmd_estimate(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_codegen(args: argparse.Namespace) -> int:
+    """Write the Gluon kernel of a schedule; --check also compiles it for sm_90a (no GPU needed)."""
+    from twill.codegen import generate_file
+
+    gen = generate_file(args.schedule, args.output)
+    plan = gen.plan
+    parts = ", ".join(f"g{p.group}{'*' if p.default else ''} {p.warps}w" for p in plan.partitions)
+    print(f"wrote {args.output}: {len(plan.partitions)} partition(s) ({parts}; * = default), "
+          f"rings {', '.join(f'{r.op} x{r.copies}' for r in plan.rings.values())}, SMEM {plan.smem_bytes} B")
+    if args.check:
+        from twill.codegen.compile import compile_generated
+
+        c = compile_generated(gen.source, plan.frame, "twill_codegen_check")
+        print(f"compiled for sm_90a: {c.registers} registers, spills {c.spill_stores}/{c.spill_loads} B "
+              f"(stores/loads), worker warps {list(c.partition_warps)}, requested registers "
+              f"{list(c.requested_regs)}, setmaxnreg {sorted(set(c.setmaxnreg))}")
+        if plan.grant is not None:
+            d = plan.default
+            print(f"default partition g{d.group}: schedule budget {d.regs} registers, compiler grant {plan.grant.default} "
+                  f"(launch maxnreg {plan.grant.maxnreg}: the leftover of the register file)")
+    return 0
+
+
 def cmd_calibrate(args: argparse.Namespace) -> int:
     """Measure this machine's GPU (or read earlier results) and write an arch TOML from the numbers."""
     from pathlib import Path
@@ -360,10 +437,13 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
 
 # -- parser -----------------------------------------------------------------------------------
 def _program_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("program", help="built-in program name (see 'twill programs'), a .py file, or a curated-ddg .json")
+    p.add_argument("program", help="built-in program name (see 'twill programs'), a .py file, a graph .json, a "
+                   ".ttgir file, or a Triton kernel file.py:kernel_name (with --launch)")
     p.add_argument("--arch", "-a", required=True, help="arch name (see 'twill archs') or a .toml file")
     p.add_argument("--param", "-p", action="append", default=[], metavar="NAME=VALUE",
                    help="program parameter, e.g. -p subtiles=2 (repeatable)")
+    p.add_argument("--launch", metavar="LAUNCH.toml", help="launch description of a Triton kernel: signature, "
+                   "constexprs, num_warps, num_stages, sizes (docs/frontend.md)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -385,20 +465,34 @@ def build_parser() -> argparse.ArgumentParser:
     _program_args(p)
     p.set_defaults(func=cmd_show)
 
+    p = sub.add_parser("import", help="import a Triton kernel or TTGIR file and save its loop body as a graph file")
+    _program_args(p)
+    p.add_argument("--out", "-o", required=True, help="graph file to write (twill.body/1 JSON)")
+    p.set_defaults(func=cmd_import)
+
     p = sub.add_parser("solve", help="find the optimal modulo schedule and warp specialization")
     _program_args(p)
-    p.add_argument("--objective", default="ii,groups,handoffs,regs,length",
+    p.add_argument("--objective", default=",".join(_DEFAULTS.objective),
                    help="lexicographic objectives, II first (default: %(default)s)")
     p.add_argument("--swp-only", action="store_true", help="pure modulo scheduling: no warp groups, registers or memory")
-    p.add_argument("--time-limit", type=float, default=120.0, help="seconds for the whole solve (default %(default)s)")
-    p.add_argument("--phase-limit", type=float, default=10.0,
-                   help="seconds for each secondary objective (default %(default)s)")
-    p.add_argument("--workers", type=int, default=0, help="CP-SAT workers (default: one per core)")
-    p.add_argument("--max-groups", type=int, default=8, help="most warp groups considered (default %(default)s)")
+    p.add_argument("--time-limit", type=float, default=_DEFAULTS.time_limit,
+                   help="wall-clock cap in seconds: the solve returns by then, and says so if the cap cut it "
+                        "(default %(default)s)")
+    p.add_argument("--work-limit", type=float, default=None,
+                   help="the search's budget in CP-SAT deterministic units (about a core-second each); the same "
+                        "budget gives the same answer on any machine load (default: half the time limit)")
+    p.add_argument("--phase-limit", type=float, default=_DEFAULTS.phase_limit,
+                   help="deterministic units for each secondary objective (default %(default)s)")
+    p.add_argument("--workers", type=int, default=_DEFAULTS.workers,
+                   help="CP-SAT workers (default: one per core); the answer is reproducible for a given count")
+    p.add_argument("--max-groups", type=int, default=_DEFAULTS.max_groups,
+                   help="most warp groups considered (default %(default)s)")
     p.add_argument("--max-warps", type=int, default=None, help="ablation: allow fewer warps than the CTA holds")
     p.add_argument("--no-handoff", action="store_true", help="ablation: no register value may cross warp groups")
-    p.add_argument("--groups", help="pin the warp groups: groups separated by ';', each a comma list of op-name "
-                   "patterns (e.g. 'load_*;qk*,pv*;lds0,exc0_*'); every op must match one group")
+    p.add_argument("--groups", metavar="OP=G,... | PATTERNS;...",
+                   help="impose warp groups on ops, e.g. 'load_a=0,mma0=1,mma1=2' (group numbers only tell ops apart; "
+                   "the solver still chooses warps and registers), or pin every op with fnmatch patterns, groups "
+                   "separated by ';' (e.g. 'load_*;qk*,pv*;lds0,exc0_*;...'; programs/fa_fwd.py FA4_ROLES)")
     p.add_argument("--solver", choices=("cpsat", "z3"), default="cpsat",
                    help="backend: cpsat (default) or z3, the differential-testing reference for small graphs")
     p.add_argument("--out", "-o", help="write the schedule as twill.schedule/1 JSON")
@@ -410,9 +504,11 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("compare", help="the optimum beside the baselines compilers use (Rau's IMS, Triton's fixed "
                        "warp split, no pipelining)")
     _program_args(p)
-    p.set_defaults(func=cmd_compare, objective="ii,groups,handoffs,regs,length", swp_only=False, phase_limit=10.0,
-                   max_groups=8, max_warps=None, no_handoff=False, quiet=True)
-    p.add_argument("--time-limit", type=float, default=120.0, help="seconds per strategy (default %(default)s)")
+    p.set_defaults(func=cmd_compare, objective=",".join(_DEFAULTS.objective), swp_only=False,
+                   phase_limit=_DEFAULTS.phase_limit, max_groups=_DEFAULTS.max_groups, max_warps=None, no_handoff=False,
+                   quiet=True, work_limit=None, groups=None)
+    p.add_argument("--time-limit", type=float, default=_DEFAULTS.time_limit,
+                   help="wall-clock seconds per strategy (default %(default)s)")
     p.add_argument("--workers", type=int, default=0, help="CP-SAT workers (default: one per core)")
 
     p = sub.add_parser("validate", help="check a schedule file against every rule; exit 1 on violations")
@@ -442,6 +538,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seqlen", type=int, default=8192)
     p.add_argument("--causal", action="store_true")
     p.set_defaults(func=cmd_estimate)
+
+    p = sub.add_parser("codegen", help="write a Gluon (Triton 3.6, Hopper) kernel and launcher from a schedule")
+    p.add_argument("schedule", help="a twill.schedule/1 JSON file")
+    p.add_argument("--output", "-o", required=True, help="Python file to write")
+    p.add_argument("--check", action="store_true", help="also compile it for sm_90a (needs triton) and report "
+                   "registers and spills")
+    p.set_defaults(func=cmd_codegen)
 
     p = sub.add_parser("calibrate", help="measure this GPU with the bench/gpu microbenchmarks and write an arch TOML")
     p.add_argument("--out", "-o", required=True, help="arch TOML file to write")

@@ -23,8 +23,9 @@ class SolveOptions:
 
     objective: tuple[str, ...] = OBJECTIVES
     swp_only: bool = False  # pure modulo scheduling: no groups, registers, hand-offs or memory
-    time_limit: float = 120.0  # seconds for the whole solve
-    phase_limit: float = 10.0  # seconds for each secondary objective (its proof may stop early)
+    time_limit: float = 120.0  # wall-clock safety cap in seconds: the solve returns by then, saying if it cut
+    work_limit: float | None = None  # deterministic work (CP-SAT units, ~1 core-second) for the search; None: time_limit / 2
+    phase_limit: float = 10.0  # deterministic units for each secondary objective (its proof may end it sooner)
     workers: int = 0  # CP-SAT search workers; 0 = one per core
     max_groups: int = 8
     max_warps: int | None = None  # ablation: fewer warps than the CTA allows
@@ -41,8 +42,17 @@ class SolveOptions:
                 f"objective {','.join(self.objective)!r}: must start with 'ii' and then name, once each, any of "
                 f"{', '.join(OBJECTIVES[1:])}"
             )
+        if self.time_limit <= 0 or (self.work_limit is not None and self.work_limit <= 0):
+            raise TwillError(f"time limit {self.time_limit:g} s / work limit {self.work_limit}: must be positive")
         if self.max_groups < 1:
             raise TwillError(f"max_groups {self.max_groups}: must be at least 1")
+
+    @property
+    def work(self) -> float:
+        """The search's budget in deterministic units. Half the wall-clock cap by default: a
+        machine twice as loaded as a quiet one still finishes the same work inside the cap, so the
+        answer does not depend on the load (design.md §3)."""
+        return self.work_limit if self.work_limit is not None else self.time_limit / 2
 
 
 def pin_groups(op_names: Sequence[str], spec: str) -> tuple[tuple[str, int], ...]:

@@ -74,6 +74,8 @@ class Schedule:
     options: dict[str, Any] = field(default_factory=dict)
     arch_path: str | None = None
     ii_seconds: float | None = None  # when the search settled II (proven or given up); the rest is secondary objectives
+    first_seconds: float | None = None  # when the search first held a valid schedule
+    work: float | None = None  # CP-SAT deterministic work the solve spent (machine-independent, unlike seconds)
 
     def op(self, name: str) -> ScheduledOp:
         for o in self.ops:
@@ -103,6 +105,8 @@ class Schedule:
             "length": self.length,
             "solve_seconds": round(self.solve_seconds, 3),
             "ii_seconds": None if self.ii_seconds is None else round(self.ii_seconds, 3),
+            "first_seconds": None if self.first_seconds is None else round(self.first_seconds, 3),
+            "work": None if self.work is None else round(self.work, 3),
             "proof": self.proof,
             "swp_only": self.swp_only,
             "objective": list(self.objective),
@@ -140,6 +144,9 @@ class Schedule:
                 length=_typed(where, "length", d["length"], int),
                 solve_seconds=_seconds(where, d.get("solve_seconds", 0.0)),
                 ii_seconds=None if d.get("ii_seconds") is None else _seconds(where, d["ii_seconds"], "ii_seconds"),
+                first_seconds=None if d.get("first_seconds") is None else _seconds(where, d["first_seconds"],
+                                                                                   "first_seconds"),
+                work=None if d.get("work") is None else _seconds(where, d["work"], "work"),
                 proof=_typed(where, "proof", d.get("proof", ""), str),
                 swp_only=_typed(where, "swp_only", d.get("swp_only", False), bool),
                 objective=tuple(_items(where, "objective", d.get("objective", []), str)),

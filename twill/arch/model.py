@@ -201,6 +201,12 @@ class CostModel:
         busy = _cycles(nbytes / self.arch.rate("tma_bytes_per_clk"))
         return Cost(busy, busy + self.arch.latency("tma"))
 
+    def global_load(self, nbytes: int) -> Cost:
+        """A pointer load (LDG or cp.async) of ``nbytes``: busy on the load/store units at the per-SM
+        rate ``lsu_bytes_per_clk``, ready an L2 hit (``global_load``) after the last byte."""
+        busy = _cycles(nbytes / self.arch.rate("lsu_bytes_per_clk"))
+        return Cost(busy, busy + self.arch.latency("global_load"))
+
     def tmem_load(self, nbytes: int) -> Cost:
         busy = _cycles(nbytes / self.arch.rate("tmem_load_bytes_per_clk"))
         return Cost(busy, busy + self.arch.latency("tmem_load"))

@@ -10,7 +10,7 @@ from __future__ import annotations
 from twill.arch.model import Arch
 from twill.ir import Issuer, Op, Use
 
-__all__ = ["DTYPE_BYTES", "tma_load", "tma_store", "mma", "exp", "fp32", "alu", "convert", "tmem_load",
+__all__ = ["DTYPE_BYTES", "tma_load", "tma_store", "global_load", "mma", "exp", "fp32", "alu", "convert", "tmem_load",
            "tmem_store", "softmax_exp", "softmax_exp_convert", "scale_store"]
 
 DTYPE_BYTES = {"fp16": 2, "bf16": 2, "fp8": 1, "fp32": 4}
@@ -28,6 +28,22 @@ def tma_store(arch: Arch, name: str, nbytes: int, kind: str = "store") -> Op:
     c = arch.cost.tma(nbytes)
     return Op(name=name, kind=kind, uses=(Use(unit="tma", length=c.busy),), latency=c.latency, is_async=True,
               issuer=Issuer.THREAD, smem_bytes=nbytes, variable_latency=True)
+
+
+# cp.async moves at most 16 bytes per thread per instruction (PTX ISA, cp.async: cp-size 4, 8 or 16).
+CP_ASYNC_BYTES_PER_THREAD = 16
+THREADS_PER_WARPGROUP = 128  # 4 warps of 32 threads (PTX ISA, warpgroup)
+
+
+def global_load(arch: Arch, name: str, nbytes: int, kind: str = "load") -> Op:
+    """A pointer load global -> shared (Triton pipelines ``tt.load`` as cp.async): every thread of
+    the issuing warp group issues its 16-byte pieces, then the copy completes asynchronously on
+    the load/store units with a memory (variable) latency."""
+    c = arch.cost.global_load(nbytes)
+    issue = max(1, -(-nbytes // (CP_ASYNC_BYTES_PER_THREAD * THREADS_PER_WARPGROUP)))
+    return Op(name=name, kind=kind, uses=(Use(unit="lsu", length=c.busy),), latency=c.latency, is_async=True,
+              issue_cycles=issue, issuer=Issuer.WARPGROUP, smem_bytes=nbytes, variable_latency=True,
+              streaming=True)
 
 
 def mma(arch: Arch, name: str, m: int, n: int, k: int, dtype: str, kind: str = "mma") -> Op:

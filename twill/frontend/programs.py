@@ -3,21 +3,27 @@
 A program is a Python module with ``DESCRIPTION`` (one line), ``PARAMETERS`` (name -> default)
 and ``build(arch, **params) -> LoopBody``; it asks the arch for every cost, so one program runs
 on every arch. Built-ins live in the repository's ``programs/`` folder (packed into the wheel as
-``twill/_data/programs``). A ``.json`` path is read as a curated-ddg graph.
+``twill/_data/programs``). A ``.json`` path is read as a graph file (``twill.body/1`` from
+``twill import``, or curated-ddg). From Triton (docs/frontend.md): a ``.ttgir``/``.mlir`` path is
+imported as TTGIR, and ``kernel.py:name`` with a launch description is compiled first.
 """
 
 from __future__ import annotations
 
 import importlib.util
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 from twill.arch.model import Arch
 from twill.errors import GraphError, ProgramError, TwillError
-from twill.frontend.ddg_import import read_ddg
+from twill.frontend.body_json import body_from_document, is_body_document
+from twill.frontend.ddg_import import ddg_from_dict
+from twill.frontend.triton_compile import capability_for, compile_to_dump, read_launch
+from twill.frontend.ttgir import import_ttgir, read_ttgir
 from twill.ir import LoopBody
+from twill.jsonfile import read_json
 
 __all__ = ["ProgramInfo", "programs_dir", "list_programs", "program_info", "load_program", "parse_params"]
 
@@ -117,7 +123,52 @@ def program_info(spec: str) -> ProgramInfo:
     return _info(_resolve(spec))
 
 
-def load_program(spec: str, arch: Arch, params: dict[str, Any] | None = None, loop: int = 0) -> LoopBody:
+TTGIR_SUFFIXES = (".ttgir", ".mlir")
+
+
+def triton_kernel(spec: str) -> tuple[Path, str] | None:
+    """``("kernels.py", "attn_fwd")`` for a ``file.py:kernel`` spec, else None."""
+    path, sep, kernel = spec.rpartition(":")
+    if not sep or not path.endswith(".py") or not kernel.isidentifier():
+        return None
+    return Path(path), kernel
+
+
+def _load_graph(spec: str, arch: Arch, loop: int) -> LoopBody:
+    """A ``.json`` graph: twill's own ``twill.body/1`` (from ``twill import``) or curated-ddg."""
+    data = read_json(Path(spec), "graph", GraphError)
+    if is_body_document(data):
+        return body_from_document(data, where=spec)
+    return ddg_from_dict(data, arch, name=Path(spec).name.split(".")[0] or "ddg", loop=loop)
+
+
+def _load_triton(spec: str, arch: Arch, launch: str | None, loop: int) -> LoopBody:
+    """Import a TTGIR file, or compile ``file.py:kernel`` with its launch description and import it."""
+    if spec.endswith(TTGIR_SUFFIXES):
+        values: dict[str, int] = {}
+        trips = None
+        if launch:
+            desc = read_launch(launch)
+            values, trips = dict(desc.values), desc.trip_count
+        return read_ttgir(spec, arch, loop=loop, values=values, trip_count=trips).body
+    found = triton_kernel(spec)
+    assert found is not None
+    path, kernel = found
+    if not path.is_file():
+        raise ProgramError(f"{spec}: no such kernel file {str(path)!r}")
+    if not launch:
+        raise ProgramError(f"{spec}: a Triton kernel needs --launch LAUNCH.toml (signature, constexprs, warps, "
+                           "stages; examples/triton/*.toml)")
+    desc = read_launch(launch)
+    if desc.kernel and desc.kernel != kernel:
+        raise ProgramError(f"{launch}: describes kernel {desc.kernel!r}, not {kernel!r}")
+    dump, version = compile_to_dump(path, kernel, desc, capability_for(arch))
+    imported = import_ttgir(dump, arch, name=kernel, loop=loop, values=dict(desc.values), trip_count=desc.trip_count)
+    return replace(imported.body, params={**imported.body.params, "triton_version": version})
+
+
+def load_program(spec: str, arch: Arch, params: dict[str, Any] | None = None, loop: int = 0,
+                 launch: str | None = None) -> LoopBody:
     """Build the loop body named by ``spec`` for ``arch``.
 
     Examples
@@ -128,12 +179,16 @@ def load_program(spec: str, arch: Arch, params: dict[str, Any] | None = None, lo
     ['S', 'P', 'O']
     """
     params = dict(params or {})
-    if spec.endswith(".json"):
+    if spec.endswith((".json", *TTGIR_SUFFIXES)) or triton_kernel(spec):
         if params:
-            raise ProgramError(f"program {spec!r}: a graph file takes no parameters")
-        if not Path(spec).is_file():
-            raise GraphError(f"{spec}: no such graph file")
-        return read_ddg(spec, arch, loop=loop)
+            raise ProgramError(f"program {spec!r}: a graph file or Triton kernel takes no parameters")
+        if spec.endswith(".json"):
+            if not Path(spec).is_file():
+                raise GraphError(f"{spec}: no such graph file")
+            return _load_graph(spec, arch, loop)
+        return _load_triton(spec, arch, launch, loop)
+    if launch:
+        raise ProgramError(f"program {spec!r}: --launch applies to a Triton kernel (file.py:kernel) or a .ttgir file")
     path = _resolve(spec)
     module = _load_module(path)
     defaults = _parameters(path, module)

@@ -351,7 +351,8 @@ def _sequential_ii(problem: Problem, deps: list[_Dep]) -> int:
 
 
 def iterative_modulo_schedule(problem: Problem, options: SolveOptions | None = None, *,
-                              groups: Mapping[str, int] | None = None, budget_ratio: int = 6) -> ImsResult:
+                              groups: Mapping[str, int] | None = None, budget_ratio: int = 6,
+                              deadline: float | None = None) -> ImsResult:
     """Rau's iterative modulo scheduling of ``problem``, validated.
 
     Parameters
@@ -365,6 +366,9 @@ def iterative_modulo_schedule(problem: Problem, options: SolveOptions | None = N
         A fixed warp split (op -> group label); None means Triton's producer/consumer split.
     budget_ratio
         Scheduling steps per op and II before II grows (Rau's BudgetRatio).
+    deadline
+        A ``time.monotonic()`` value after which no further II is tried (the solver's wall-clock
+        cap): the result then has the schedule found so far, or none.
 
     Returns
     -------
@@ -420,7 +424,13 @@ def iterative_modulo_schedule(problem: Problem, options: SolveOptions | None = N
 
     cap, ii, step, failed = _sequential_ii(problem, deps), start_ii, 1, None
     found = None
-    while ii <= cap:
+    def out_of_time() -> bool:
+        if deadline is not None and time.monotonic() >= deadline:
+            attempts.append((ii, "wall-clock cap reached"))
+            return True
+        return False
+
+    while ii <= cap and not out_of_time():
         found = attempt(ii)
         if found is not None:
             break
@@ -430,7 +440,7 @@ def iterative_modulo_schedule(problem: Problem, options: SolveOptions | None = N
         ii = min(ii + step, cap) if ii < cap else cap + 1
     if found is not None and failed is not None:
         lo, hi = failed, found.ii  # bisect the gap the doubling steps jumped over
-        while hi - lo > 1:
+        while hi - lo > 1 and not out_of_time():
             mid = (lo + hi) // 2
             better = attempt(mid)
             if better is not None:
@@ -468,13 +478,13 @@ def _assemble(problem: Problem, options: SolveOptions, groups: Mapping[str, int]
                     proven=dict.fromkeys(values, False), seconds=seconds)
 
 
-def ims_swp(problem: Problem, options: SolveOptions | None = None) -> ImsResult:
+def ims_swp(problem: Problem, options: SolveOptions | None = None, deadline: float | None = None) -> ImsResult:
     """Pure software pipelining by IMS: units and dependences only, no warp groups."""
-    return iterative_modulo_schedule(problem, replace(options or SolveOptions(), swp_only=True))
+    return iterative_modulo_schedule(problem, replace(options or SolveOptions(), swp_only=True), deadline=deadline)
 
 
-def ims_triton_split(problem: Problem, options: SolveOptions | None = None) -> ImsResult:
+def ims_triton_split(problem: Problem, options: SolveOptions | None = None, deadline: float | None = None) -> ImsResult:
     """The compiler's pipeline: IMS under Triton's fixed warp split (loads on a producer group,
     everything else on one consumer group), with hand-off costs and in-order issue."""
     opts = replace(options or SolveOptions(), swp_only=False)
-    return iterative_modulo_schedule(problem, opts, groups=dict(producer_consumer_split(problem)))
+    return iterative_modulo_schedule(problem, opts, groups=dict(producer_consumer_split(problem)), deadline=deadline)

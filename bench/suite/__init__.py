@@ -1,0 +1,1 @@
+"""The generalization suite (issue 16): frozen manifests, the runner and its report."""

@@ -1,0 +1,375 @@
+"""From a schedule to a lowering plan: every structural fact of the kernel, read off the schedule.
+
+The plan is pure data (no Gluon text): partitions and their ordered ops with normalised stages,
+rings and the channels that guard them, wgmma wait depths and release points, the register grant
+the compiler will make, and the SMEM total. ``make_plan`` is also the legality check: a schedule
+the emitter cannot lower faithfully raises ``CodegenError`` with one line saying why; nothing is
+adjusted to make it fit.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from twill.codegen.frames import Frame, MmaSpec, RingSpec, frame_for
+from twill.codegen.regs import Grant, grant
+from twill.errors import TwillError
+from twill.ir import Carrier
+from twill.problem import Problem
+from twill.schedule import Schedule
+
+__all__ = ["CodegenError", "Ring", "Channel", "Partition", "MmaWait", "Plan", "make_plan"]
+
+MAX_PARTITIONS = 15  # named barrier ids 0 and 1 are taken; 2 + i per worker up to 16 (codegen.md §1.3)
+BARRIER_BYTES = 8
+
+
+class CodegenError(TwillError):
+    """The schedule cannot be lowered faithfully (one line: the fact that stops it)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Ring:
+    """The SMEM ring a load op fills: ``copies`` slots, read by ``readers``."""
+
+    op: str
+    group: int
+    copies: int
+    copies_from: str  # the schedule fact the depth came from
+    slot_bytes: int
+    readers: tuple[str, ...]
+    reader_groups: tuple[int, ...]
+    spec: RingSpec
+
+
+@dataclass(frozen=True, slots=True)
+class Channel:
+    """Barriers over one or more rings filled by one group and read by the same ops.
+
+    ``full[copies]`` (count 1: the producer's expect-tx, completed by TMA) and, when a reader sits in
+    another group, ``empty[copies]`` with one arrival per reader group."""
+
+    name: str
+    rings: tuple[Ring, ...]
+    producer: int
+    readers: tuple[str, ...]
+    reader_groups: tuple[int, ...]
+    copies: int
+
+    @property
+    def cross(self) -> bool:
+        return any(g != self.producer for g in self.reader_groups)
+
+    @property
+    def expect_bytes(self) -> int:
+        return sum(r.slot_bytes for r in self.rings)
+
+
+@dataclass(frozen=True, slots=True)
+class MmaWait:
+    """``warpgroup_mma_wait(depth)`` issued right after ``after`` (iteration j) retires ``op`` of
+    iteration j - ``lag``; then the op's operand slots are released."""
+
+    op: str
+    after: str
+    depth: int
+    lag: int
+
+
+@dataclass(slots=True)
+class Partition:
+    group: int
+    warps: int
+    regs: int | None
+    ops: tuple[str, ...]  # steady-state issue order (offset, then start)
+    stage: dict[str, int]  # normalised stage s' = stage - min stage of the group
+    default: bool = False
+
+    @property
+    def depth(self) -> int:
+        return max(self.stage.values())
+
+
+@dataclass(slots=True)
+class Plan:
+    schedule: Schedule
+    problem: Problem
+    frame: Frame
+    partitions: list[Partition]
+    rings: dict[str, Ring]
+    channels: list[Channel]
+    waits: dict[str, MmaWait]
+    mmas: dict[str, MmaSpec]
+    grant: Grant | None
+    smem_bytes: int
+    turns: list[int] = field(default_factory=list)  # tensor-core groups in turn order (empty: no turn-taking)
+    releasers: dict[tuple[int, str], str] = field(default_factory=dict)  # (group, channel) -> the op that releases
+
+    def releases(self, group: int, channel: str, op: str) -> bool:
+        """Whether retiring ``op`` releases ``channel``'s slot for ``group`` (one arrival per group
+        per iteration: by the group's last-issued reader, whose retirement retires the others)."""
+        return self.releasers.get((group, channel)) == op
+
+    @property
+    def default(self) -> Partition:
+        return next(p for p in self.partitions if p.default)
+
+    @property
+    def workers(self) -> list[Partition]:
+        return [p for p in self.partitions if not p.default]
+
+    def channel_of(self, op: str) -> Channel:
+        return next(c for c in self.channels if any(r.op == op for r in c.rings))
+
+
+
+def _kind(problem: Problem, op: str) -> str:
+    """The template an op needs: 'tma_load' or 'wgmma'; anything else has no template yet."""
+    o = problem.op(op)
+    units = {u.unit for u in o.uses}
+    if o.kind == "load" and units == {"tma"}:
+        return "tma_load"
+    if o.kind == "mma" and units == {"tc"} and o.issuer.value == "warpgroup":
+        return "wgmma"
+    raise CodegenError(f"codegen: op {op!r} (kind {o.kind}, units {sorted(units)}) has no Gluon template")
+
+
+def _ring_copies(sched: Schedule, problem: Problem, op: str) -> tuple[int, str]:
+    for b in sched.buffers:
+        if b.value == op and b.memory == "smem":
+            return b.copies, f"buffer {op}: copies {b.copies}"
+    if sched.buffers or not sched.swp_only:
+        raise CodegenError(f"codegen: the schedule declares no SMEM buffer for {op!r}")
+    starts = {o.id: o.start for o in sched.ops}
+    life = problem.lifetime(starts, sched.ii, op)
+    copies = max(1, -(-life // sched.ii))
+    return copies, f"lifetime of {op} {life} cycles over II {sched.ii} (swp-only schedule: ceil(lifetime/II))"
+
+
+def _rings(sched: Schedule, problem: Problem, frame: Frame) -> dict[str, Ring]:
+    rings = {}
+    for o in sched.ops:
+        if _kind(problem, o.id) != "tma_load":
+            continue
+        outs = list(problem.body.out_edges(o.id))
+        bad = [e for e in outs if e.carrier != Carrier.SMEM]
+        if bad:
+            raise CodegenError(f"codegen: edge {bad[0].src}->{bad[0].dst} carries {bad[0].carrier.value}; a TMA "
+                               "load's result can only be read from SMEM")
+        readers = tuple(sorted({e.dst for e in outs}))
+        copies, why = _ring_copies(sched, problem, o.id)
+        spec = frame.ring(o.id)
+        nbytes = spec.esize
+        for d in spec.block:
+            nbytes *= d
+        if nbytes != problem.op(o.id).smem_bytes:
+            raise CodegenError(f"codegen: frame box of {o.id} holds {nbytes} B but the op loads "
+                               f"{problem.op(o.id).smem_bytes} B")
+        rings[o.id] = Ring(o.id, o.group, copies, why, nbytes, readers,
+                           tuple(sorted({sched.group_of(r) for r in readers})), spec)
+    return rings
+
+
+def _channels(sched: Schedule, rings: dict[str, Ring]) -> list[Channel]:
+    """Rings that one group fills in one stage for the same readers with the same depth share a
+    barrier pair (Triton's combineArefs): one expect-tx, one wait, one release per iteration."""
+    keyed: dict[tuple, list[Ring]] = {}
+    for r in rings.values():
+        key = (r.group, sched.op(r.op).stage, r.readers, r.copies)
+        keyed.setdefault(key, []).append(r)
+    out = []
+    for i, ((grp, _stage, readers, copies), rs) in enumerate(keyed.items()):
+        out.append(Channel(f"ch{i}", tuple(rs), grp, readers, tuple(sorted({sched.group_of(x) for x in readers})),
+                           copies))
+    return out
+
+
+def _partitions(sched: Schedule, problem: Problem) -> list[Partition]:
+    parts = []
+    for g in sched.groups:
+        ops = sorted((sched.op(n) for n in g.ops), key=lambda o: (o.offset, o.start))
+        low = min(o.stage for o in ops)
+        parts.append(Partition(g.id, g.warps, g.regs_per_thread, tuple(o.id for o in ops),
+                               {o.id: o.stage - low for o in ops}))
+    mma_groups = {sched.group_of(o.id) for o in sched.ops if _kind(problem, o.id) == "wgmma"}
+    for p in parts:
+        if p.group in mma_groups and p.warps % 4:
+            raise CodegenError(f"codegen: group {p.group} issues wgmma with {p.warps} warps; wgmma needs whole "
+                               "warpgroups (a multiple of 4 warps)")
+        if p.warps & (p.warps - 1):
+            raise CodegenError(f"codegen: group {p.group} has {p.warps} warps; a Gluon partition needs a power of 2")
+    # The default partition runs on the kernel's num_warps: it must be whole warpgroups so the
+    # workers start warpgroup-aligned; the tensor-core group is preferred (it owns the accumulator
+    # the frame's epilogue reads), then the most warps, then the lowest id.
+    cands = [p for p in parts if p.warps % 4 == 0]
+    if not cands:
+        raise CodegenError("codegen: no group has a multiple of 4 warps to be the default partition")
+    best = min(cands, key=lambda p: (p.group not in mma_groups, -p.warps, p.group))
+    best.default = True
+    if len(parts) > MAX_PARTITIONS:
+        raise CodegenError(f"codegen: {len(parts)} groups; Gluon allows at most {MAX_PARTITIONS} partitions")
+    return [best] + [p for p in parts if p is not best]
+
+
+def _turns(sched: Schedule, problem: Problem) -> list[int]:
+    """Groups that take turns on the tensor cores, in the order the schedule issues them.
+
+    The tensor cores are one unit, so the schedule keeps the TC windows of different groups
+    disjoint; when two or more groups issue wgmma the kernel makes them take turns in the order of
+    their first wgmma's start (a token passed round on mbarriers). Each group's wgmmas must sit in
+    one stage and the round must fit in one II, or the order is not one round per iteration."""
+    firsts: dict[int, int] = {}
+    for o in sched.ops:
+        if _kind(problem, o.id) == "wgmma":
+            firsts[o.group] = min(firsts.get(o.group, o.start), o.start)
+    if len(firsts) < 2:
+        return []
+    for g in firsts:
+        stages = {x.stage for x in sched.ops if x.group == g and _kind(problem, x.id) == "wgmma"}
+        if len(stages) > 1:
+            raise CodegenError(f"codegen: group {g} issues wgmma in stages {sorted(stages)}; its tensor-core turn "
+                               "would span iterations")
+    order = sorted(firsts, key=lambda g: (firsts[g], g))
+    if firsts[order[-1]] - firsts[order[0]] >= sched.ii:
+        raise CodegenError(f"codegen: tensor-core turns of groups {order} start {firsts[order[-1]] - firsts[order[0]]} "
+                           f"cycles apart, more than II {sched.ii}; one round per iteration cannot keep that order")
+    return order
+
+
+def _waits(sched: Schedule, problem: Problem) -> dict[str, MmaWait]:
+    """Wait depth of each wgmma from the schedule's times: k = how many wgmmas its group issues
+    after it and before its result is due (start + latency); the wait goes right after the k-th."""
+    ii = sched.ii
+    out = {}
+    for v in sched.ops:
+        if _kind(problem, v.id) != "wgmma":
+            continue
+        lat = problem.op(v.id).latency
+        later = []
+        for u in sched.ops:
+            if u.group != v.group or _kind(problem, u.id) != "wgmma":
+                continue
+            for d in range(-sched.stages - 1, lat // ii + 2):
+                t = u.start + d * ii
+                if v.start < t < v.start + lat or (t == v.start and u.offset > v.offset and d == 0):
+                    later.append((t, u.id, d))
+        later.sort()
+        if not later:
+            out[v.id] = MmaWait(v.id, v.id, 0, 0)
+        else:
+            _, u, d = later[-1]
+            out[v.id] = MmaWait(v.id, u, len(later), d)
+    return out
+
+
+def _releasers(sched: Schedule, partitions: list[Partition], channels: list[Channel]) -> dict[tuple[int, str], str]:
+    """For each group reading a channel, the reader it issues last in an iteration (stage, then
+    offset): wgmma waits retire in issue order, so that reader's retirement frees the slot."""
+    out = {}
+    for ch in channels:
+        for p in partitions:
+            mine = [r for r in ch.readers if r in p.ops]
+            if mine:
+                out[(p.group, ch.name)] = max(mine, key=lambda r: (p.stage[r], sched.op(r).offset, sched.op(r).start))
+    return out
+
+
+def _position(p: Partition, sched: Schedule, op: str, j: int) -> tuple[int, int, int]:
+    o = sched.op(op)
+    return (j + p.stage[op], o.offset, o.start)
+
+
+def _check_in_group_reuse(plan: Plan) -> None:
+    """A ring read in its own group has no empty barrier: the wgmma wait that retires the reader
+    must come before the load that overwrites its slot, in the group's program order."""
+    sched = plan.schedule
+    for ch in plan.channels:
+        for ring in ch.rings:
+            for reader in ring.readers:
+                if sched.group_of(reader) != ring.group:
+                    continue
+                p = next(q for q in plan.partitions if q.group == ring.group)
+                w = plan.waits[reader]
+                retire = _position(p, sched, w.after, w.lag) + (1,)
+                overwrite = _position(p, sched, ring.op, ring.copies) + (0,)
+                if retire >= overwrite:
+                    raise CodegenError(f"codegen: in group {ring.group}, {ring.op} of iteration i+{ring.copies} "
+                                       f"overwrites its slot before {reader} of iteration i is retired; "
+                                       f"{ring.copies} copies are too few for this order")
+
+
+def _grant(plan: Plan) -> Grant | None:
+    if len(plan.partitions) == 1:
+        return None
+    d = plan.default
+    arch = plan.problem.arch
+    lo, hi, step = (arch.limit(k) for k in ("reg_alloc_min", "reg_alloc_max", "reg_alloc_step"))
+    for w in plan.workers:
+        if w.regs is None:
+            raise CodegenError(f"codegen: worker group {w.group} has no register budget")
+        if w.regs % step or not lo <= w.regs <= hi:
+            raise CodegenError(f"codegen: group {w.group} asks {w.regs} registers; setmaxnreg takes a multiple of "
+                               f"{step} in [{lo}, {hi}]")
+    g = grant(d.warps, tuple(w.warps for w in plan.workers), tuple(w.regs for w in plan.workers))
+    for w, got in zip(plan.workers, g.workers, strict=True):
+        if got != w.regs:
+            raise CodegenError(f"codegen: group {w.group} asks {w.regs} registers but shares a warpgroup granted "
+                               f"{got}")
+    if g.default is None:
+        raise CodegenError("codegen: the compiler would emit no setmaxnreg (the workers' budgets leave the default "
+                           "partition under 24 registers)")
+    if d.regs is not None and g.default < d.regs:
+        raise CodegenError(f"codegen: default group {d.group} needs {d.regs} registers; the compiler grants only "
+                           f"{g.default}")
+    return g
+
+
+def make_plan(sched: Schedule, problem: Problem, frame: Frame | None = None) -> Plan:
+    """The lowering plan of ``sched``, or ``CodegenError`` naming the first fact that cannot be lowered."""
+    arch = problem.arch
+    if arch.feature("accumulator") != "registers" or arch.feature("mma_issuer") != "warpgroup":
+        raise CodegenError(f"codegen: arch {arch.name} issues MMAs by {arch.feature('mma_issuer')} into "
+                           f"{arch.feature('accumulator')}; the emitter lowers Hopper (warpgroup wgmma, register "
+                           "accumulators) only")
+    frame = frame or frame_for(sched.program, dict(sched.body.params))
+    for e in problem.edges:
+        if e.carrier == Carrier.REGISTERS and sched.group_of(e.src) != sched.group_of(e.dst):
+            raise CodegenError(f"codegen: register edge {e.src}->{e.dst} crosses groups; register hand-offs are not "
+                               "lowered yet")
+        if e.carrier not in (Carrier.REGISTERS, Carrier.SMEM):
+            raise CodegenError(f"codegen: edge {e.src}->{e.dst} carries {e.carrier.value}; only registers and SMEM "
+                               "are lowered")
+        if e.carrier == Carrier.REGISTERS and not (e.src == e.dst and e.in_place):
+            raise CodegenError(f"codegen: register edge {e.src}->{e.dst} is not an in-place accumulator")
+    rings = _rings(sched, problem, frame)
+    partitions = _partitions(sched, problem)
+    mmas = {o.id: frame.mma(o.id) for o in sched.ops if _kind(problem, o.id) == "wgmma"}
+    for op, spec in mmas.items():
+        for operand in (spec.a, spec.b):
+            if operand not in rings or op not in rings[operand].readers:
+                raise CodegenError(f"codegen: {op} reads {operand} but the body has no SMEM edge {operand}->{op}")
+    channels = _channels(sched, rings)
+    waits = _waits(sched, problem)
+    turns = _turns(sched, problem)
+    staging = sum(s[4] for s in frame.staging())
+    smem = sum(r.copies * r.slot_bytes for r in rings.values()) + staging + \
+        sum(BARRIER_BYTES * c.copies * (2 if c.cross else 1) for c in channels) + BARRIER_BYTES * len(turns)
+    plan = Plan(sched, problem, frame, partitions, rings, channels, waits, mmas, None, smem, turns=turns,
+                releasers=_releasers(sched, partitions, channels))
+    cap = problem.arch.limit("smem_bytes_per_cta")
+    if smem > cap:
+        raise CodegenError(f"codegen: rings, staging and barriers need {smem} B of SMEM; the CTA has {cap} B")
+    reg_max = problem.arch.limit("regs_per_thread_max")
+    for op, spec in mmas.items():
+        p = next(q for q in partitions if op in q.ops)
+        if spec.acc_shape[0] % (16 * p.warps):
+            raise CodegenError(f"codegen: {op}'s accumulator has {spec.acc_shape[0]} rows; group {p.group}'s "
+                               f"{p.warps} warps each need 16 of them (wgmma rows per warp)")
+        need = frame.acc_regs_per_thread(spec, p.warps)
+        room = p.regs if p.regs is not None else reg_max
+        if need >= room:
+            raise CodegenError(f"codegen: the accumulator of {op} needs {need} registers per thread in group {p.group} "
+                               f"({p.warps} warps); the group may use {room}")
+    _check_in_group_reuse(plan)
+    plan.grant = _grant(plan)
+    return plan

@@ -1,0 +1,99 @@
+"""Op-kind templates: the Gluon text of one construct, given where the schedule put it.
+
+These know instructions and layouts (TMA copies, mbarrier waits and arrivals, wgmma issue and
+wait), never the schedule's decisions: the caller passes the ring, the channel, the iteration
+expression, the wait depth and the comment naming the schedule fact that placed it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["Iter", "slot", "phase", "wait_empty", "expect", "tma_load", "wait_full", "wgmma", "wgmma_wait",
+           "release", "acc_layout", "turn_wait", "turn_pass"]
+
+
+@dataclass(frozen=True, slots=True)
+class Iter:
+    """Iteration index of an op as ``base + off``; base is '' (a constant), 't' (the steady loop
+    variable, known >= lo) or the trip count (known >= 1)."""
+
+    base: str
+    off: int
+    lo: int  # a lower bound of ``base`` ('' : 0)
+
+    def expr(self) -> str:
+        if not self.base:
+            return str(self.off)
+        return self.base if self.off == 0 else f"{self.base} {'+' if self.off > 0 else '-'} {abs(self.off)}"
+
+    def shift(self, d: int) -> Iter:
+        return Iter(self.base, self.off + d, self.lo)
+
+    @property
+    def min(self) -> int:
+        return self.lo + self.off
+
+
+def slot(j: Iter, depth: int) -> str:
+    return f"({j.expr()}) % {depth}" if depth > 1 else "0"
+
+
+def phase(j: Iter, depth: int) -> str:
+    return f"(({j.expr()}) // {depth}) & 1"
+
+
+def _pred(pred: str | None) -> str:
+    return "" if pred is None else f", pred={pred}"
+
+
+def wait_empty(ch: str, j: Iter, depth: int, pred: str | None, why: str) -> str:
+    return (f"mbarrier.wait({ch}_empty.index({slot(j, depth)}), ({phase(j, depth)}) ^ 1{_pred(pred)})"
+            f"  # producer acquires slot: {why}")
+
+
+def expect(ch: str, j: Iter, depth: int, nbytes: int, pred: str | None, why: str) -> str:
+    return f"mbarrier.expect({ch}_full.index({slot(j, depth)}), {nbytes}{_pred(pred)})  # {why}"
+
+
+def tma_load(ring: str, desc: str, coord: str, ch: str, j: Iter, depth: int, pred: str | None, why: str) -> str:
+    p = "" if pred is None else f", {pred}"
+    return (f"tma.async_copy_global_to_shared({desc}, {coord}, {ch}_full.index({slot(j, depth)}), "
+            f"{ring}_ring.index({slot(j, depth)}){p})  # {why}")
+
+
+def wait_full(ch: str, j: Iter, depth: int, why: str) -> str:
+    return f"mbarrier.wait({ch}_full.index({slot(j, depth)}), {phase(j, depth)})  # consumer waits data: {why}"
+
+
+def wgmma(acc: str, a: str, a_depth: int, a_rows: tuple[int, int] | None, b: str, b_depth: int, b_permute: bool,
+          j: Iter, why: str) -> str:
+    a_view = f"{a}_ring.index({slot(j, a_depth)})" + ("" if a_rows is None else f".slice({a_rows[0]}, {a_rows[1]})")
+    b_view = f"{b}_ring.index({slot(j, b_depth)})" + (".permute((1, 0))" if b_permute else "")
+    return f"{acc} = warpgroup_mma({a_view}, {b_view}, {acc}, is_async=True)  # {why}"
+
+
+def turn_wait(position: int, j: Iter, why: str) -> str:
+    """Wait for this group's turn on the tensor cores in iteration ``j``: the first group waits for
+    the last group's previous turn (a fresh barrier lets iteration 0 through), the others for the
+    turn of the group before them in this iteration."""
+    parity = f"(({j.expr()}) & 1) ^ 1" if position == 0 else f"({j.expr()}) & 1"
+    return f"mbarrier.wait(turn.index({position}), {parity})  # {why}"
+
+
+def turn_pass(position: int, count: int, why: str) -> str:
+    return f"mbarrier.arrive(turn.index({(position + 1) % count}))  # {why}"
+
+
+def wgmma_wait(acc: str, depth: int, why: str) -> str:
+    return f"{acc} = warpgroup_mma_wait({depth}, deps=({acc},))  # {why}"
+
+
+def release(ch: str, j: Iter, depth: int, pred: str | None, why: str) -> str:
+    return f"mbarrier.arrive({ch}_empty.index({slot(j, depth)}){_pred(pred)})  # consumer releases slot: {why}"
+
+
+def acc_layout(warps: int, n: int) -> str:
+    """wgmma accumulator layout of a ``warps``-warp group: warps stacked along M, instruction
+    m64nNk16 per warpgroup (NVMMADistributedLayout v3)."""
+    return f"gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[{warps}, 1], instr_shape=[16, {n}, 16])"

@@ -1,0 +1,532 @@
+"""The II search's phases: each a function over a window of II with a budget in deterministic work
+and one typed outcome, declared in the order the search tries them (docs/design.md §3.1).
+
+A *window* [lo, hi] of II is decided by ``WINDOW_PHASES``, tried in order until one is decisive:
+
+================== ============================== ===============================================
+phase              model                          what its outcome proves
+================== ============================== ===============================================
+memory_relaxation  units, dependences, TMEM       EMPTY: no II in the window; a raised floor: no
+                   (no warp groups, registers)    II below it; FOUND: its optimum completed in the
+                                                  full model, the least II >= the floor
+hint_relaxation    the joint model without the    EMPTY (with the full stage bound); else a
+                   register/TMEM peak families    schedule that hints the full window
+full_window        the joint model, II minimised  FOUND at its optimum (or at an incumbent, with
+                                                  CP-SAT's bound as the floor); EMPTY
+================== ============================== ===============================================
+
+Every model here is the joint model or a relaxation of it, so a refutation by any of them is a
+refutation of the joint problem. When a window stays undecided, ``UNDECIDED_PHASES`` look for any
+schedule above its floor (each below the best found so far), and ``refute_below`` may then prove
+the schedule found optimal with the memory relaxation.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from enum import Enum
+
+from ortools.sat.python import cp_model
+
+from twill.bounds import stage_bound
+from twill.options import SolveOptions
+from twill.problem import Problem
+from twill.solver import hints
+from twill.solver.assemble import Assignment
+from twill.solver.model import ScheduleModel, build_model
+from twill.solver.run import RESTARTS, SEARCH_AND_BOUND, Budget, Progress, Solver, Work, attempts, solver
+from twill.solver.strategies import producer_consumer_split
+
+__all__ = ["Verdict", "Window", "Found", "Outcome", "Context", "Phase", "WINDOW_PHASES", "UNDECIDED_PHASES",
+           "refute_below", "complete", "memory_bound"]
+
+FEASIBLE = (cp_model.OPTIMAL, cp_model.FEASIBLE)
+
+
+class Verdict(Enum):
+    EMPTY = "empty"  # every II of the window is refuted
+    FOUND = "found"  # a schedule of the full problem
+    UNDECIDED = "undecided"  # the budget ran out
+
+
+@dataclass(frozen=True, slots=True)
+class Window:
+    lo: int
+    hi: int
+
+
+@dataclass(frozen=True, slots=True)
+class Found:
+    """A schedule of the full model in flight: the model and the solver holding its solution."""
+
+    model: ScheduleModel
+    solver: Solver
+
+    @property
+    def ii(self) -> int:
+        return int(self.solver.value(self.model.ii))
+
+    def free(self, options: SolveOptions) -> bool:
+        """Whether its warp groups were the search's own choice (not pinned by a strategy)."""
+        return self.model.o.fixed_groups == options.fixed_groups
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    verdict: Verdict
+    floor: int  # every II below it is refuted; a phase only raises it
+    found: Found | None = None
+
+
+@dataclass
+class Context:
+    """What the phases share: the problem, options and work budget, and what earlier phases of the
+    current window learnt (a relaxation's schedule to start from)."""
+
+    problem: Problem
+    options: SolveOptions
+    work: Work
+    memory_schedule: Assignment | None = None  # the memory relaxation's least-II schedule
+    memory_ran: bool = False
+    hint: Assignment | None = None  # the hint relaxation's schedule
+    upper: Assignment | None = None  # the best schedule of the full problem known so far (with groups and budgets)
+    refutations: list[tuple[int, int, str]] = field(default_factory=list)  # (lo, hi, by what): the proof
+
+    @property
+    def memory(self) -> bool:
+        """The memory relaxation proves what the hint relaxation cannot only where it keeps a
+        family that one leaves out: TMEM (the register budgets need warp groups, which it drops)."""
+        return not self.options.swp_only and any(op.tmem_cols for op in self.problem.ops)
+
+    def new_window(self) -> None:
+        self.memory_schedule, self.memory_ran, self.hint = None, False, None
+
+    def solver(self, units: float, portfolio: tuple[str, ...] = (), seed: int = 0) -> Solver:
+        return solver(self.work, units, self.options.workers, portfolio, seed)
+
+    def report(self, message: str) -> None:
+        if self.options.progress:
+            self.options.progress(f"{message} ({self.work.seconds():.1f}s, {self.work.spent:.1f} units)")
+
+    def refuted(self, lo: int, hi: int, by: str) -> None:
+        """Record that every II in [lo, hi] is infeasible, as shown by ``by``."""
+        if lo <= hi:
+            self.refutations.append((lo, hi, by))
+
+
+@dataclass(frozen=True, slots=True)
+class Phase:
+    name: str  # the row of docs/design.md §3.1 it implements
+    applies: Callable[[Context], bool]
+    run: Callable[[Context, Window, Budget], Outcome]
+    budget: Budget
+
+
+# -- the memory relaxation --------------------------------------------------------------------
+
+MEMORY = Budget(share=1 / 8, at_least=5.0, attempt=3.0)  # its proofs are heavy-tailed in the seed: restarts
+WHOLE_WINDOW_ATTEMPT = 2.0  # one short try at the whole window first: it refutes empty windows
+CLIMB = Budget(share=0.0, at_least=2.0, attempt=0.5)  # one fixed-II probe of the climb, in short restarts
+CLIMB_RETRY = 4.0  # a probe halving down from a schedule, undecided, once more with other seeds
+CLIMB_REFUTE = 1.0  # after each schedule, one short try at refuting the range below it
+COMPLETE = Budget(share=1 / 8, at_least=10.0, attempt=1.5)  # a relaxation's schedule completed in the full model
+
+
+def memory_relaxation(ctx: Context, w: Window, budget: Budget) -> Outcome:
+    """The memory relaxation over the window; its optimum, where it raised the floor, completed in
+    the full model is the window's optimum (every II below it refuted)."""
+    floor, relaxed = memory_bound(ctx, w, ctx.work.until(budget.units(ctx.options.work)))
+    ctx.memory_ran, ctx.memory_schedule = True, relaxed
+    if floor > w.lo:
+        ctx.refuted(w.lo, min(floor, w.hi + 1) - 1, "the memory relaxation")
+        ctx.report(f"II window [{w.lo}, {w.hi}]: the memory relaxation proves "
+                   f"{'empty' if floor > w.hi else f'II >= {floor}'}")
+    if floor > w.hi:
+        return Outcome(Verdict.EMPTY, floor)
+    if floor > w.lo and relaxed is not None and relaxed.ii == floor:
+        # (where TMEM raised nothing, the hint relaxation's schedules, which have warp groups,
+        # complete more easily)
+        found = complete(ctx, relaxed, COMPLETE)
+        if found is not None:
+            ctx.report(f"  completed the memory relaxation's schedule at II {floor}")
+            return Outcome(Verdict.FOUND, floor, found)
+    return Outcome(Verdict.UNDECIDED, floor)
+
+
+def memory_bound(ctx: Context, w: Window, until: float) -> tuple[int, Assignment | None]:
+    """(the least II in the window that the memory relaxation does not rule out, hi + 1 when it
+    proves the window empty; its schedule with the least II found, or None).
+
+    Over a range of II the model multiplies stages by a variable II: CP-SAT refutes empty ranges
+    quickly but finds schedules in them slowly, while at one fixed II the model is linear. So a
+    short attempt at the whole window comes first (it refutes empty ones), then fixed-II probes
+    climb from lo (``_climb``), and the range below the least schedule found is refuted on its
+    own; the whole-window minimisation is the fallback.
+    """
+    m, s, status, _ = _memory_solve(ctx, w.lo, w.hi, min(until, ctx.work.until(WHOLE_WINDOW_ATTEMPT)))
+    if status == cp_model.INFEASIBLE:
+        return w.hi + 1, None
+    best = hints.read(m, s.value) if status in FEASIBLE else None
+    best, floor = _climb(ctx, w, best, until)
+    if best is None:
+        m, s, status, floor = _memory_solve(ctx, w.lo, w.hi, until, minimise=True)
+        if status == cp_model.INFEASIBLE:
+            floor = w.hi + 1
+        elif status in FEASIBLE:
+            best = hints.read(m, s.value)
+            if status == cp_model.OPTIMAL or (floor < best.ii and _memory_solve(
+                    ctx, floor, best.ii - 1, until)[2] == cp_model.INFEASIBLE):
+                floor = best.ii
+    return floor, best
+
+
+def _climb(ctx: Context, w: Window, best: Assignment | None, until: float) -> tuple[Assignment | None, int]:
+    """(the memory relaxation's least-II schedule found by fixed-II probes, the least II not ruled
+    out): probes at lo, lo + s, lo + 3s, lo + 7s, ... (s = width / 32) until one has a schedule,
+    then halving the gap to the highest probe without one; after each schedule the range below it
+    is refuted in one short attempt, and once the gap is closed, in full. ``best`` caps the climb."""
+    lo, hi = w.lo, w.hi
+    step, failed, k = max(1, (hi - lo + 1) // 32), lo - 1, 0
+    while best is None or failed + 1 < best.ii:
+        if ctx.work.spent >= until or ctx.work.left() <= 0:
+            return best, lo
+        if best is None:
+            probe = min(hi, lo + step * (2 ** k - 1))
+            k += 1
+        else:
+            probe = (failed + best.ii) // 2
+        # from the least schedule found so far, or from the best full schedule, moved to the probe's II:
+        # a schedule a few cycles away is a short repair, a cold search at one II is heavy-tailed
+        m, s, status, _ = _memory_solve(ctx, probe, probe, min(until, ctx.work.until(CLIMB.at_least)),
+                                        attempt=CLIMB.attempt, near=best or ctx.upper)
+        if status == cp_model.UNKNOWN and best is not None:
+            # halving from a schedule, an undecided probe may well hold the optimum: once more, longer
+            m, s, status, _ = _memory_solve(ctx, probe, probe, min(until, ctx.work.until(CLIMB_RETRY)),
+                                            seed=7, attempt=CLIMB.attempt, near=best)
+        if status not in FEASIBLE:
+            failed = probe
+            if best is None and probe >= hi:
+                return None, lo
+            continue
+        best = hints.read(m, s.value)
+        if lo < best.ii and _memory_solve(ctx, lo, best.ii - 1, min(until, ctx.work.until(CLIMB_REFUTE)))[2] \
+                == cp_model.INFEASIBLE:
+            return best, best.ii
+    refuted = lo >= best.ii or _memory_solve(ctx, lo, best.ii - 1, until)[2] == cp_model.INFEASIBLE
+    return best, best.ii if refuted else lo
+
+
+def _memory_solve(ctx: Context, lo: int, hi: int, until: float, minimise: bool = False, seed: int = 0,
+                  attempt: float = MEMORY.attempt, near: Assignment | None = None):
+    """The memory relaxation over [lo, hi] until the work mark ``until``, in restarts: (model,
+    solver, status, proven least II) of the attempt that decided, or of the last. ``minimise``
+    minimises II; otherwise any schedule will do, which refutes faster. ``near``: a schedule to
+    start from, moved to II lo."""
+    m = build_model(ctx.problem, ctx.options, lo, hi, memory_only=True)
+    if near is not None:
+        hints.hint_rescaled(m, near, lo)
+    if minimise:
+        m.m.minimize(m.ii)
+    floor, s, status = lo, None, cp_model.UNKNOWN
+    for units, seed_k in attempts(attempt, until, ctx.work, seed, MEMORY.growth):
+        s = ctx.solver(units, SEARCH_AND_BOUND if minimise else RESTARTS, seed_k)
+        status = s.solve(m.m)
+        if minimise and status != cp_model.INFEASIBLE:
+            floor = max(floor, math.ceil(s.best_objective_bound))
+        if status != cp_model.UNKNOWN:
+            break
+    if s is None:  # no work left for even one attempt
+        s = ctx.solver(0.0)
+    return m, s, status, floor
+
+
+def complete(ctx: Context, a: Assignment, budget: Budget) -> Found | None:
+    """The full model at ``a``'s II, solved from its starts (and groups, where it has them), in
+    restarts (completion work is heavy-tailed in the seed); None when nothing comes in budget."""
+    v = build_model(ctx.problem, ctx.options, a.ii, a.ii)
+    hints.hint(v, a)
+    for units, seed in attempts(budget.attempt, ctx.work.until(budget.units(ctx.options.work)), ctx.work,
+                                growth=budget.growth):
+        s = ctx.solver(units, seed=seed)
+        status = s.solve(v.m)
+        if status in FEASIBLE:
+            return Found(v, s)
+        if status != cp_model.UNKNOWN:
+            return None
+    return None
+
+
+# -- the hint relaxation and the full window ----------------------------------------------------
+
+HINT = Budget(share=0.15, at_least=4.0)
+FULL = Budget(share=1 / 4, at_least=5.0)
+RAW_HINT = Budget(share=1 / 60, at_least=2.0)  # the full window from the relaxation's own schedule
+PRESSURE = Budget(share=0.05, at_least=3.0)  # a relaxation schedule with few groups, short lifetimes
+PRESSURE_HINT = Budget(share=1 / 80, at_least=1.5)  # the full window from that one
+REPAIR = Budget(share=0.0, at_least=5.0)  # that schedule completed with its groups fixed
+
+
+def hint_relaxation(ctx: Context, w: Window, budget: Budget) -> Outcome:
+    """The joint model without the register and TMEM peak families (which make schedules hard to
+    find), few stages first; refuted with the full stage bound it refutes the window."""
+    p, o = ctx.problem, ctx.options
+    until = ctx.work.until(budget.units(o.work))
+    for stages in (hints.short_stage_bound(p, w.lo), None):
+        r = build_model(p, o, w.lo, w.hi, relaxed=True, max_stage=stages)
+        r.m.minimize(r.ii)
+        s = ctx.solver(until - ctx.work.spent)
+        status = s.solve(r.m)
+        if status == cp_model.INFEASIBLE and r.max_stage >= stage_bound(p, w.lo, not o.swp_only):
+            ctx.refuted(w.lo, w.hi, "the hint relaxation")
+            ctx.report(f"II window [{w.lo}, {w.hi}]: proven infeasible by the relaxation")
+            return Outcome(Verdict.EMPTY, w.hi + 1)
+        if status in FEASIBLE:
+            ctx.hint = hints.read(r, s.value)
+            ctx.report("  relaxation found a schedule to start from")
+            break
+        if status != cp_model.INFEASIBLE or until - ctx.work.spent <= 0.01:
+            break
+    return Outcome(Verdict.UNDECIDED, w.lo)
+
+
+def _joint(ctx: Context) -> bool:
+    return not ctx.options.swp_only
+
+
+def _worth_a_full_window(ctx: Context) -> bool:
+    """Where neither relaxation found a schedule in its budget, the full window, a harder model,
+    would stall too."""
+    return ctx.hint is not None or not ctx.memory_ran or ctx.memory_schedule is not None or ctx.options.swp_only
+
+
+def full_window(ctx: Context, w: Window, budget: Budget) -> Outcome:
+    """The joint model over the window minimising II, from the hint relaxation's schedule when
+    there is one (three hints, each costlier to make than the last: ``_hinted``)."""
+    v = build_model(ctx.problem, ctx.options, w.lo, w.hi)
+    v.m.minimize(v.ii)
+    s, status = _hinted(ctx, v, w.lo) if ctx.hint is not None else (None, None)
+    if status is None:
+        s = ctx.solver(budget.units(ctx.options.work))
+        status = s.solve(v.m, Progress(ctx.options.progress, "II", ctx.work))
+    if status == cp_model.INFEASIBLE:
+        ctx.refuted(w.lo, w.hi, "CP-SAT (the joint model)")
+        ctx.report(f"II window [{w.lo}, {w.hi}]: proven infeasible")
+        return Outcome(Verdict.EMPTY, w.hi + 1)
+    if status in FEASIBLE:
+        found = Found(v, s)
+        floor = found.ii if status == cp_model.OPTIMAL else max(w.lo, math.ceil(s.best_objective_bound))
+        ctx.refuted(w.lo, floor - 1, "CP-SAT (the joint model)")
+        return Outcome(Verdict.FOUND, floor, found)
+    return Outcome(Verdict.UNDECIDED, w.lo)
+
+
+def _hinted(ctx: Context, v: ScheduleModel, lo: int) -> tuple[Solver | None, int | None]:
+    """Solve the window model from the relaxation's schedule: (solver, status), status None when
+    the window is still undecided and wants a plain solve (hinted by then).
+
+    1. the relaxation's own starts and groups, which often complete into a full schedule at once;
+    2. a relaxation schedule that favours few groups and short register lifetimes, which steers
+       past the register and TMEM peaks the relaxation left out;
+    3. that schedule completed into a full one with its groups fixed (``_repair``), left to the
+       window's plain solve.
+    """
+    a = ctx.hint
+    s, status = _try_hint(ctx, v, a, RAW_HINT)
+    if status is not None:
+        return s, status
+    a = _pressure_hint(ctx, lo, a)
+    s, status = _try_hint(ctx, v, a, PRESSURE_HINT)
+    if status is not None:
+        return s, status
+    v.m.clear_hints()
+    hints.hint(v, _repair(ctx, a) or a)
+    return s, None
+
+
+def _try_hint(ctx: Context, v: ScheduleModel, a: Assignment, budget: Budget) -> tuple[Solver, int | None]:
+    """One slice of the window model from ``a``: (solver, status), status None when undecided.
+    A schedule found without a proof becomes the complete hint of the solve that follows."""
+    v.m.clear_hints()
+    hints.hint(v, a)
+    s = ctx.solver(budget.units(ctx.options.work))
+    status = s.solve(v.m, Progress(ctx.options.progress, "II", ctx.work))
+    if status in (cp_model.OPTIMAL, cp_model.INFEASIBLE) or ctx.work.left() <= 0:
+        return s, status
+    if status == cp_model.FEASIBLE:
+        hints.hint_solution(v, hints.solution_of(s))
+    return s, None
+
+
+def _pressure_hint(ctx: Context, lo: int, first: Assignment) -> Assignment:
+    """A relaxation schedule at ``first``'s II that prefers few groups and short register
+    lifetimes; ``first`` when none is found."""
+    p, o = ctx.problem, ctx.options
+    r = build_model(p, o, first.ii, first.ii, relaxed=True, max_stage=hints.short_stage_bound(p, lo))
+    hints.hint(r, first)
+    r.m.minimize(hints.pressure_objective(r))
+    s = ctx.solver(PRESSURE.units(o.work))
+    return hints.read(r, s.value) if s.solve(r.m) in FEASIBLE else first
+
+
+def _repair(ctx: Context, a: Assignment) -> Assignment | None:
+    """Complete a relaxation's schedule into one of the full model, keeping its II and warp groups:
+    with the groups fixed the register and TMEM peaks are one cumulative per group with no
+    optional intervals, a far smaller problem than the free assignment."""
+    p, o = ctx.problem, ctx.options
+    if o.swp_only:
+        return None
+    labels = hints.first_use_labels(p, a.groups)
+    fixed = tuple((op.name, labels[a.groups[op.name]]) for op in p.ops)
+    w = build_model(p, replace(o, fixed_groups=fixed), a.ii, a.ii)
+    hints.hint(w, replace(a, groups=dict(fixed)))
+    s = ctx.solver(REPAIR.units(o.work))
+    return hints.read(w, s.value, budgets=True) if s.solve(w.m) in FEASIBLE else None
+
+
+WINDOW_PHASES: tuple[Phase, ...] = (
+    Phase("memory_relaxation", lambda ctx: ctx.memory, memory_relaxation, MEMORY),
+    Phase("hint_relaxation", _joint, hint_relaxation, HINT),
+    Phase("full_window", _worth_a_full_window, full_window, FULL),
+)
+
+
+# -- when a window stays undecided: any schedule above its floor ---------------------------------
+
+SPLIT = Budget(share=1 / 8, at_least=5.0)
+PROBE_RELAXED = Budget(share=0.0, at_least=5.0)  # one fixed-II probe: a relaxation for a hint
+PROBE_FULL = Budget(share=0.0, at_least=10.0, attempt=1.5)  # its completion, and the split's
+REFUTE = Budget(share=1 / 8, at_least=5.0, attempt=MEMORY.attempt)
+
+
+def memory_probe(ctx: Context, w: Window, budget: Budget) -> Outcome:
+    """A schedule at the least II in the window that the memory relaxation reaches in its budget,
+    completed in the full model: where TMEM binds, the relaxation's schedules already place every
+    tile's lifetime, and the warp groups and registers then fit around them."""
+    p, o = ctx.problem, ctx.options
+    r = build_model(p, o, w.lo, w.hi, memory_only=True, max_stage=hints.short_stage_bound(p, w.lo))
+    r.m.minimize(r.ii)
+    rs = ctx.solver(budget.units(o.work))
+    if rs.solve(r.m) not in FEASIBLE:
+        return Outcome(Verdict.UNDECIDED, w.lo)
+    a = hints.read(r, rs.value)
+    found = complete(ctx, a, replace(COMPLETE, share=budget.share, at_least=budget.at_least))
+    if found is None:
+        return Outcome(Verdict.UNDECIDED, w.lo)
+    ctx.report(f"  found a schedule at II {a.ii} from the memory relaxation's")
+    return Outcome(Verdict.FOUND, w.lo, found)
+
+
+def triton_split(ctx: Context, w: Window, budget: Budget) -> Outcome:
+    """The least II in [lo, min(hi, 2 lo)] under Triton's producer/consumer split: with every op's
+    group pinned the model loses its optional intervals and is far easier to solve, and its
+    schedules are schedules of the full problem; probes of the free problem then try to beat it."""
+    p, o = ctx.problem, ctx.options
+    hi = min(w.hi, 2 * w.lo)
+    v = build_model(p, replace(o, fixed_groups=producer_consumer_split(p)), w.lo, hi)
+    v.m.minimize(v.ii)
+    s = ctx.solver(budget.units(o.work))
+    if s.solve(v.m) not in FEASIBLE:
+        return Outcome(Verdict.UNDECIDED, w.lo)
+    found = Found(v, s)
+    ctx.report(f"  found a schedule at II {found.ii} with Triton's producer/consumer split")
+    return Outcome(Verdict.FOUND, w.lo, found)
+
+
+def fixed_probes(ctx: Context, w: Window, budget: Budget) -> Outcome:
+    """Some schedule at a fixed II in the window: models with II fixed are much easier to satisfy
+    than windows with II free. Tries lo, then steps of lo/16 doubling each time; each II gets a
+    short relaxation (for a hint), its completion and, failing that, a producer/consumer split."""
+    del budget  # each probe has its own budgets (PROBE_RELAXED, PROBE_FULL)
+    ii, step = w.lo, max(1, w.lo // 16)
+    while ii <= w.hi and ctx.work.left() > 1.0:
+        found = _probe(ctx, ii)
+        if found is not None:
+            ctx.report(f"  found a schedule at II {ii}")
+            return Outcome(Verdict.FOUND, w.lo, found)
+        ii, step = ii + step, 2 * step
+    return Outcome(Verdict.UNDECIDED, w.lo)
+
+
+def _probe(ctx: Context, ii: int) -> Found | None:
+    p, o = ctx.problem, ctx.options
+    short = hints.short_stage_bound(p, ii)
+    # the average-occupancy cut can make even the relaxation hard to satisfy; it is implied by the
+    # full model, so a hint made without it loses nothing
+    for cuts in (True, False):
+        r = build_model(p, o, ii, ii, relaxed=True, max_stage=short, cuts=cuts)
+        rs = ctx.solver(PROBE_RELAXED.units(o.work))
+        if rs.solve(r.m) in FEASIBLE:
+            break
+    else:
+        return None
+    a = hints.read(r, rs.value)
+    found = complete(ctx, a, PROBE_FULL)
+    if found is not None or o.fixed_groups:
+        return found
+    # the free assignment is hard to satisfy: a fixed producer/consumer split is easier and still
+    # a valid schedule of the full problem
+    v = build_model(p, replace(o, fixed_groups=producer_consumer_split(p)), ii, ii)
+    for name, var in v.start.items():
+        v.m.add_hint(var, a.starts[name])
+    s = ctx.solver(PROBE_FULL.at_least)
+    return Found(v, s) if s.solve(v.m) in FEASIBLE else None
+
+
+DESCENT = Budget(share=1 / 4, at_least=5.0, attempt=1.0)
+
+
+def descent(ctx: Context, w: Window, budget: Budget) -> Outcome:
+    """Lower the best known schedule of the full problem by halving between the window's floor and
+    its II; each probe is the full model at one II, started from the best schedule moved to that
+    II (``hints.hint_rescaled``, groups and budgets kept), which CP-SAT repairs quickly where a
+    cold search at one II is heavy-tailed."""
+    if ctx.upper is None:
+        return Outcome(Verdict.UNDECIDED, w.lo)
+    until = ctx.work.until(budget.units(ctx.options.work))
+    best, found, failed = ctx.upper, None, w.lo - 1
+    while failed + 1 < best.ii and ctx.work.spent < until and ctx.work.left() > 0:
+        probe = (failed + best.ii) // 2
+        v = build_model(ctx.problem, ctx.options, probe, probe)
+        hints.hint(v, best)
+        hints.hint_rescaled(v, best, probe)
+        s = ctx.solver(min(budget.attempt, until - ctx.work.spent))
+        if s.solve(v.m) in FEASIBLE:
+            found = Found(v, s)
+            best = ctx.upper = hints.read(v, s.value, budgets=True)
+            ctx.report(f"  descent: a schedule at II {probe}")
+        else:
+            failed = probe
+    if found is None or found.ii > w.hi:
+        return Outcome(Verdict.UNDECIDED, w.lo)
+    return Outcome(Verdict.FOUND, w.lo, found)
+
+
+def _groups_free(ctx: Context) -> bool:
+    return not ctx.options.swp_only and not ctx.options.fixed_groups
+
+
+# Tried in order after an undecided window, each below the least II found so far, until a schedule
+# whose groups are the search's own choice is found (the split's schedule is only an incumbent).
+# descent and memory_probe start at the undecided window's floor (refuting is what stalled; the
+# optimum may sit inside), the others above the window.
+UNDECIDED_PHASES: tuple[tuple[Phase, bool], ...] = (
+    (Phase("descent", lambda ctx: ctx.upper is not None, descent, DESCENT), True),
+    (Phase("memory_probe", lambda ctx: ctx.memory, memory_probe, COMPLETE), True),
+    (Phase("triton_split", _groups_free, triton_split, SPLIT), False),
+    (Phase("fixed_probes", lambda ctx: True, fixed_probes, PROBE_FULL), False),
+)
+
+
+def refute_below(ctx: Context, lo: int, ii: int) -> bool:
+    """Whether the memory relaxation refutes every II in [lo, ii - 1]: then a schedule at ``ii``
+    found by a probe is optimal. Refuting is often quick where finding was slow."""
+    if lo >= ii:
+        return lo == ii
+    until = ctx.work.until(REFUTE.units(ctx.options.work))
+    refuted = _memory_solve(ctx, lo, ii - 1, until)[2] == cp_model.INFEASIBLE
+    if refuted:
+        ctx.refuted(lo, ii - 1, "the memory relaxation")
+        ctx.report(f"II window [{lo}, {ii - 1}]: the memory relaxation proves empty")
+    return refuted

@@ -1,0 +1,142 @@
+"""Running CP-SAT reproducibly: a work budget in deterministic units, a wall-clock safety cap,
+restarts, and progress reports.
+
+Every decision of the search reads the deterministic work that its CP-SAT solves reported (about
+one second of one core per unit, whatever else the machine runs), never the wall clock; with one
+worker, or several interleaved in fixed batches, CP-SAT itself is deterministic. So the same
+input, options and worker count take the same path and give the same schedule under any load.
+Only the wall-clock cap (``--time-limit``) depends on the machine: when it stops a solve, the
+``Work`` is marked cut, the search winds down at once, and the result says so.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from ortools.sat.python import cp_model
+
+__all__ = ["Budget", "Work", "Solver", "solver", "attempts", "Progress", "SEARCH_AND_BOUND", "RESTARTS"]
+
+# Two subsolvers that together both find and refute: the LP-heavy search and restarts (used when
+# there are exactly two workers; larger machines keep CP-SAT's own portfolio, which holds both).
+SEARCH_AND_BOUND = ("max_lp", "quick_restart")
+# For satisfaction (refuting a range of II, or finding any schedule at one II): restarts with and
+# without the LP, which refute the memory relaxation's empty windows fastest (benchmarks_notes.md).
+RESTARTS = ("quick_restart", "quick_restart_no_lp")
+
+
+@dataclass(frozen=True, slots=True)
+class Budget:
+    """Deterministic work one phase may spend: ``share`` of the solve's work budget, at least
+    ``at_least`` units, and never more than is left. ``attempt`` is the length of a phase's first
+    restart (each next one ``growth`` times longer, with the next seed) where it restarts."""
+
+    share: float
+    at_least: float
+    attempt: float = 0.0
+    growth: float = 1.5
+
+    def units(self, total: float) -> float:
+        return max(self.at_least, self.share * total)
+
+
+@dataclass
+class Work:
+    """The search's budget in CP-SAT deterministic units, and the wall-clock safety cap."""
+
+    start: float  # time.monotonic() at the start of the solve
+    deadline: float  # time.monotonic() at which the wall-clock cap stops every solve
+    limit: float  # deterministic units the search may spend
+    spent: float = 0.0
+    cut: bool = False
+
+    @classmethod
+    def starting_now(cls, seconds: float, units: float) -> Work:
+        now = time.monotonic()
+        return cls(start=now, deadline=now + seconds, limit=units)
+
+    def left(self) -> float:
+        return 0.0 if self.cut else max(0.0, self.limit - self.spent)
+
+    def until(self, units: float) -> float:
+        """The work mark ``units`` from now, within the budget."""
+        return self.spent + min(self.left(), units)
+
+    def wall_left(self) -> float:
+        return max(0.0, self.deadline - time.monotonic())
+
+    def check_wall(self) -> bool:
+        """Whether the wall-clock cap has passed (marking the work cut): pure-Python steps call it."""
+        if self.wall_left() <= 0:
+            self.cut = True
+        return self.cut
+
+    def seconds(self) -> float:
+        """Wall seconds since the start, for progress reports and the result (never for decisions)."""
+        return time.monotonic() - self.start
+
+
+class Solver(cp_model.CpSolver):
+    """A CP-SAT solver that charges its deterministic work to a ``Work`` and stops at the
+    wall-clock cap; a solve that the cap stopped before its own budget marks the work as cut."""
+
+    def __init__(self, work: Work) -> None:
+        super().__init__()
+        self.work = work
+
+    def solve(self, model: cp_model.CpModel, solution_callback: cp_model.CpSolverSolutionCallback | None = None) -> int:
+        self.parameters.max_time_in_seconds = max(0.01, self.work.wall_left())
+        status = super().solve(model, solution_callback)
+        used = self.response_proto.deterministic_time
+        self.work.spent += used
+        if status in (cp_model.UNKNOWN, cp_model.FEASIBLE) and used < 0.999 * self.parameters.max_deterministic_time:
+            self.work.check_wall()
+        if status == cp_model.MODEL_INVALID:
+            raise RuntimeError(f"internal error: invalid CP-SAT model ({model.validate()[:300]})")
+        return status
+
+
+def solver(work: Work, units: float, workers: int, portfolio: tuple[str, ...] = (), seed: int = 0) -> Solver:
+    """A CP-SAT solver that may spend ``units`` of deterministic work, reproducibly: one worker, or
+    several interleaved in fixed batches (``interleave_search``), so the same model and worker count
+    give the same answer under any load. ``portfolio`` names the subsolvers when there are exactly
+    that many workers."""
+    s = Solver(work)
+    n = workers or os.cpu_count() or 1
+    s.parameters.num_workers = n
+    if n > 1:
+        s.parameters.interleave_search = True
+        s.parameters.interleave_batch_size = n
+    if portfolio and n == len(portfolio):
+        s.parameters.subsolvers.extend(portfolio)
+    s.parameters.max_deterministic_time = max(0.01, min(units, work.left()))
+    s.parameters.random_seed = seed
+    return s
+
+
+def attempts(first: float, until: float, work: Work, seed: int = 0, growth: float = 1.5) -> Iterator[tuple[float, int]]:
+    """(units, random seed) of each restart until the work mark ``until``: the first attempt
+    spends ``first`` units, each next one ``growth`` times more, with the next seed. Where a solve's
+    work is heavy-tailed in the seed, short attempts with fresh seeds end sooner than one long one."""
+    units = first
+    while True:
+        yield min(units, until - work.spent), seed
+        if until - work.spent <= 0.01 or work.left() <= 0:
+            return
+        units, seed = growth * units, seed + 1
+
+
+class Progress(cp_model.CpSolverSolutionCallback):
+    """Reports each improving solution: phase, incumbent, proven bound, elapsed wall seconds."""
+
+    def __init__(self, report, phase: str, work: Work) -> None:
+        super().__init__()
+        self.report, self.phase, self.work = report, phase, work
+
+    def on_solution_callback(self) -> None:
+        if self.report:
+            self.report(f"  {self.phase}: incumbent {self.objective_value:.0f}, bound {self.best_objective_bound:.0f}, "
+                        f"{self.work.seconds():.1f}s")

@@ -287,3 +287,12 @@ def test_free_groups_at_the_pinned_ii_fold_the_correction() -> None:
     assert groups["ldo1_0"] == groups["lds0"] and groups["ldo0_0"] == groups["lds1"]
     busy = sorted(sum(p.hold(n) for n in g.ops) for g in s.groups)
     assert busy[-2:] == [2141, 2141] and busy[-1] <= s.ii
+
+
+def test_cli_groups_takes_pairs_or_patterns() -> None:
+    from twill.cli import _fixed_groups
+
+    assert _fixed_groups("a=1,b=0", ["a", "b"]) == (("a", 1), ("b", 0))  # main's partial form, kept as given
+    assert _fixed_groups("b;a", ["a", "b"]) == (("a", 0), ("b", 1))  # patterns: renumbered by first use
+    with pytest.raises(TwillError, match="needs the program's ops"):
+        _fixed_groups("a;b")

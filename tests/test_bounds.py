@@ -84,3 +84,26 @@ def test_residue_cuts_of_a_window_say_at_each_ii_what_that_ii_alone_says(lo, wid
         here = max([p] + [c.turns * ii + c.gap for c in window if c.ii_from <= ii <= c.ii_to])
         alone = max([p] + [c.turns * ii + c.gap for c in _gap_cuts("a", "b", p, la, lb, 0, ii, ii)])
         assert here == alone
+
+
+def test_in_order_issue_bounds_ii_by_the_holds_per_group():
+    """Three synchronous 10-cycle warpgroup ops on an arch with room for one 4-warp group (5 warps
+    per CTA) must issue from that one group, one after another: II >= 30, though the units allow
+    10; the solver's optimum meets the bound."""
+    from twill import Issuer, LoopBuilder, Use
+    from twill.bounds import issue_mii
+    from twill.random_loops import tiny_arch
+    from twill.solver import solve
+    from twill.validate import validate
+
+    arch = next(a for a in (tiny_arch(s) for s in range(40)) if a.limit("warps_per_cta") == 5)
+    b = LoopBuilder("three_holds")
+    for name, unit in (("a", "alu"), ("b", "tc"), ("c", "alu")):
+        b.op(name, kind="work", uses=[Use(unit=unit, length=10)], latency=10, issuer=Issuer.WARPGROUP)
+    p = build_problem(b.build(), arch)
+    assert compute_bounds(p).mii == 10
+    ii, why = issue_mii(p, SolveOptions())
+    assert ii == 30 and "at most 1 groups of 4+ warps" in why
+    assert bound_and_reason(p, SolveOptions())[0] == 30
+    sched = solve(p, SolveOptions(workers=1, time_limit=60))
+    assert sched.ii == 30 and sched.status == "optimal" and validate(p, sched) == []

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import statistics
 import subprocess
 import sys
 import tomllib
@@ -25,7 +26,9 @@ from twill.errors import ArchError
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results" / "h100"
+RESULTS_H200 = ROOT / "bench" / "results" / "h200"
 H100 = ROOT / "archs" / "h100.toml"
+H200 = ROOT / "archs" / "h200.toml"
 
 
 @pytest.fixture(scope="module")
@@ -79,7 +82,7 @@ def test_measurements_come_from_the_recorded_numbers(results):
 def test_datasheet_values_are_kept_beside_the_measured_ones(tmp_path, results):
     """A replaced fact keeps the base's value and source under `datasheet`, and the loader shows it."""
     # given
-    base = tomllib.loads((ROOT / "archs" / "h200.toml").read_text())
+    base = tomllib.loads((ROOT / "tests" / "data" / "h100_datasheet.toml").read_text())  # an uncalibrated arch
     # when
     path = _write(tmp_path, results, base)
     raw = tomllib.loads(path.read_text())
@@ -109,9 +112,84 @@ def test_builtin_h100_is_the_calibration_of_the_recorded_results(results):
     data = tomllib.loads(text)
     # when
     again = calibrated_toml(results, data, name=data["name"], description=data["description"],
-                            results_label="bench/results/h100")
+                            results_label="bench/results/h100", reference=load_results(RESULTS_H200),
+                            reference_label="bench/results/h200")
     # then
     assert again == text
+
+
+def test_builtin_h200_is_the_calibration_of_its_results():
+    """archs/h200.toml is exactly `twill calibrate` of bench/results/h200 (issue 21), with the H200's own
+    memory facts: the measured HBM rate and L2 size, the datasheet 4.8 TB/s kept beside it, 141 GB."""
+    # given
+    text = H200.read_text()
+    data = tomllib.loads(text)
+    # when
+    again = calibrated_toml(load_results(RESULTS_H200), data, name=data["name"], description=data["description"],
+                            results_label="bench/results/h200")
+    # then
+    assert again == text
+    chip = data["chip"]
+    assert chip["hbm_tbps"]["datasheet"]["value"] == 4.8 and 4.0 < chip["hbm_tbps"]["value"] < 4.8
+    assert chip["hbm_gb"]["value"] == 141 and chip["hbm_gb"]["source"].startswith("V:")
+    assert chip["l2_mb"]["value"] == 60 and "62914560" in chip["l2_mb"]["source"]
+
+
+def test_tma_latency_uses_the_unquantized_records():
+    """The H200 results hold the first runs' wait loop (every sample of a size on one value of a ~190-cycle
+    grid) beside try_wait with the suspend hint (a spread of values); the latency fit reads the latter."""
+    # given
+    h200 = load_results(RESULTS_H200)
+    lat = [r for r in h200["tma"]["records"] if r["kind"] == "latency" and r["source"] == "L2"
+           and r["poll"] == "try_wait" and not r["swizzle_128b"] and r["bytes"] == 16384 and r["ok"]]
+    legacy = next(r for r in lat if r["legacy_loop"] and not r["dither"])
+    hinted = next(r for r in lat if r["suspend_hint_ns"] == 10_000_000 and not (r["watch"] or r["dither"] or r["busy"]))
+    # then: the old loop gives one value for all 256 samples, the fixed one a spread below it
+    assert len(set(legacy["cycles_raw"])) <= 2 and len(set(hinted["cycles_raw"])) >= 8
+    assert max(hinted["cycles_raw"]) < legacy["cycles"]["median"]
+    # when
+    fact = next(m for m in derive(h200) if m.key == "tma")
+    # then: the intercept of the hinted medians, converted to the sustained clock
+    pts = sorted((r["bytes"] / 1024, r["cycles"]["median"]) for r in h200["tma"]["records"]
+                 if r["kind"] == "latency" and r["source"] == "L2" and r["poll"] == "try_wait"
+                 and not r["swizzle_128b"] and r["bytes"] >= 16384 and r["suspend_hint_ns"] == 10_000_000
+                 and not (r["watch"] or r["dither"] or r["busy"] or r["legacy_loop"]))
+    intercept, _ = fit_line(pts)
+    clock = next(r for r in h200["wgmma"]["records"] if r["kind"] == "sustained")["sm_clock_mhz"]["median"]
+    bench = statistics.median(r["sm_clock_mhz"]["median"] for r in h200["tma"]["records"] if r["kind"] == "throughput")
+    assert fact.value == round(intercept * clock / bench)
+    assert not fact.derived_from_reference and "suspend hint" in fact.how
+
+
+def test_quantized_results_say_so_and_take_the_reference(results):
+    """The H100's records predate the fix: alone they give the quantized fit, flagged; with the H200 as the
+    reference the latency is the H200's unquantized fit at the H100's clock, tagged I (derived, not measured)."""
+    # when
+    alone = next(m for m in derive(results) if m.key == "tma")
+    with_ref = next(m for m in derive(results, load_results(RESULTS_H200)) if m.key == "tma")
+    h200 = next(m for m in derive(load_results(RESULTS_H200)) if m.key == "tma")
+    # then
+    assert "QUANTIZED" in alone.how and not alone.derived_from_reference
+    assert with_ref.derived_from_reference and "not measured on this GPU" in with_ref.how
+    assert with_ref.value == pytest.approx(h200.value * 1590 / 1545, abs=1)
+    text = calibrated_toml(results, load_base(H100), name="h", description="d", results_label="r",
+                           reference=load_results(RESULTS_H200), reference_label="ref")
+    tma = tomllib.loads(text)["latencies"]["tma"]
+    assert tma["source"].startswith("I: from a measurement on NVIDIA H200") and "ref/tma.json" in tma["source"]
+
+
+def test_smem_facts_come_from_the_smem_benchmark():
+    """Shared-memory bandwidth: the LSU peak, and what LSU loads keep beside wgmma's operand reads."""
+    # given
+    h200 = load_results(RESULTS_H200)
+    by_key = {m.key: m for m in derive(h200)}
+    alone = [r["smem_bytes_per_clk_per_sm"]["median"] for r in h200["smem"]["records"]
+             if r["kind"] == "alone" and r["mem_warps"] >= 16]
+    # then
+    assert min(alone) <= by_key["smem_bytes_per_clk"].value <= max(alone) <= 128.5
+    assert by_key["smem_bytes_per_clk_beside_wgmma"].value < by_key["smem_bytes_per_clk"].value / 1.5
+    # results without smem.json (the H100's, recorded before issue 21) still calibrate, without those facts
+    assert "smem_bytes_per_clk" not in {m.key for m in derive(load_results(RESULTS))}
 
 
 def test_datasheet_snapshot_is_the_builtin_h100_before_calibration():

@@ -2,12 +2,21 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from twill.arch.registry import get_arch
-from twill.estimate import causal_iterations, estimate_fa_backward, estimate_fa_forward, estimate_gemm
+from twill.estimate import (
+    causal_iterations,
+    estimate_fa_backward,
+    estimate_fa_forward,
+    estimate_gemm,
+    fidelity_band,
+    with_band,
+)
 
 # The H100 model before calibration (issue 8; tests/data/h100_datasheet.toml, checked against archs/h100.toml by
 # tests/test_calibrate.py): the hand-worked cycle counts in this file are its datasheet and proxy costs, so a
@@ -69,3 +78,50 @@ def test_rejects_nonsense():
         estimate_gemm(H100, 1024, m=0, n=1, k=1, block_m=1, block_n=1, block_k=1)
     with pytest.raises(ValueError):
         estimate_fa_forward(H100, -1, **FA)
+
+
+def test_band_from_the_fidelity_table_sets_the_expected_range(tmp_path):
+    """An estimate with a fidelity band says what measured kernels of that structure did against it."""
+    # given: a fidelity file where such kernels took 1.2x-1.5x the prediction on this arch
+    path = tmp_path / "fidelity.json"
+    path.write_text('{"h100_datasheet": {"gpu": "GPU X", "source": "test", "fa_fwd": {"measured_over_predicted": '
+                    '{"min": 1.2, "max": 1.5}, "kernels": {"a": 1.2, "b": 1.5}}}}')
+    e = estimate_fa_forward(H100, 2048, **FA)
+    # when
+    banded = with_band(e, "fa_fwd", path)
+    # then
+    assert banded.band == fidelity_band(e.arch, "fa_fwd", path)
+    assert (banded.band.low, banded.band.high, banded.band.kernels, banded.band.gpu) == (1.2, 1.5, 2, "GPU X")
+    last = banded.lines()[-1]
+    lo, hi = e.seconds * 1.2 * 1e3, e.seconds * 1.5 * 1e3
+    assert f"expect {lo:.4g}-{hi:.4g} ms" in last
+    assert f"{e.tflops / 1.5:.0f}-{e.tflops / 1.2:.0f} TFLOP/s" in last and "1.20x-1.50x" in last
+    # a program with no measured kernel keeps no band, and says so
+    assert with_band(e, "fa_bwd", path).band is None
+    assert "no error band" in with_band(e, "fa_bwd", path).lines()[-1]
+
+
+def test_builtin_band_of_the_h200_comes_from_its_fidelity_results():
+    """archs/fidelity.json's h200 band is the ratio of the cuDNN kernels' measured time to the estimate."""
+    # given
+    band = fidelity_band("h200", "fa_fwd")
+    # then
+    assert band is not None and band.gpu == "NVIDIA H200" and band.kernels == 2
+    assert 1.0 < band.low <= band.high < 2.0
+
+
+def test_cli_estimates_a_gemm_schedule_with_its_band(tmp_path):
+    """`twill estimate` takes a gemm schedule (--m/--n/--k) and prints the band of the h200's GEMM kernels."""
+    # given
+    sched = tmp_path / "gemm.json"
+    solved = subprocess.run([sys.executable, "-m", "twill", "solve", "gemm", "--arch", "h200", "--out", str(sched),
+                             "--quiet"], capture_output=True, text=True)
+    assert solved.returncode == 0, solved.stderr
+    # when
+    run = subprocess.run([sys.executable, "-m", "twill", "estimate", str(sched), "--m", "4096", "--n", "4096",
+                          "--k", "4096"], capture_output=True, text=True)
+    # then
+    assert run.returncode == 0, run.stderr
+    band = fidelity_band("h200", "gemm")
+    assert "GEMM 4096x4096x4096 on h200" in run.stdout
+    assert f"took {band.low:.2f}x-{band.high:.2f}x the prediction" in run.stdout

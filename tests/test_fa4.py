@@ -10,13 +10,14 @@ from dataclasses import replace
 import pytest
 
 from twill.arch.registry import get_arch
+from twill.body_json import body_document, body_from_document
 from twill.bounds import bound_and_reason, res_mii
 from twill.errors import GraphError, TwillError
 from twill.frontend.programs import load_program
 from twill.ir import Carrier, Edge, Issuer, LoopBody, Op, Use
 from twill.options import SolveOptions, pin_groups
 from twill.problem import build_problem
-from twill.schedule import Group, Schedule, ScheduledOp, body_from_dict, body_to_dict
+from twill.schedule import Group, Schedule, ScheduledOp
 from twill.solver import solve
 from twill.validate import validate
 
@@ -183,7 +184,7 @@ def test_static_smem_counts_against_the_rings() -> None:
 
 def test_body_fields_survive_json() -> None:
     p = fa(**FA4_GRAIN, o_chunks=2)
-    assert body_from_dict(json.loads(json.dumps(body_to_dict(p.body)))) == p.body
+    assert body_from_document(json.loads(json.dumps(body_document(p.body)))) == p.body
 
 
 # -- pinning groups ------------------------------------------------------------------------------

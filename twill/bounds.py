@@ -20,7 +20,7 @@ from twill.problem import Problem, read_time
 
 __all__ = ["UnitBound", "Recurrence", "Bounds", "StorageBound", "ResidueCut", "res_mii", "rec_mii", "storage_mii",
            "compute_bounds", "residue_cuts", "lower_bound", "bound_and_reason", "sequential_ii",
-           "stage_bound"]
+           "stage_bound", "issue_mii"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -344,6 +344,9 @@ def bound_and_reason(problem: Problem, options: SolveOptions, bounds: Bounds | N
     holder = max(problem.ops, key=lambda op: problem.hold(op.name))
     if problem.hold(holder.name) > lb:
         lb, why = problem.hold(holder.name), f"op {holder.name!r} holds its warp group {problem.hold(holder.name)} cycles"
+    issue = issue_mii(problem, options)
+    if issue is not None and issue[0] > lb:
+        lb, why = issue
     try:
         storage = storage_mii(problem, lb, sequential_ii(problem))
     except ValueError as err:
@@ -352,6 +355,29 @@ def bound_and_reason(problem: Problem, options: SolveOptions, bounds: Bounds | N
     if storage is not None:
         lb, why = storage.ii, storage.sentence()
     return lb, why
+
+
+def issue_mii(problem: Problem, options: SolveOptions) -> tuple[int, str] | None:
+    """In-order issue: a warp group issues its ops one after another, each keeping it busy for its
+    hold, so the holds in one group sum to at most II (design.md §2.7). An op that needs m warps
+    sits in a group of at least m warps, and a CTA has room for at most
+    min(max groups, W / m, register file / (32 m r_min)) such groups (W warps, r_min the least
+    register budget). So for every m, II >= (sum of the holds of the ops needing >= m warps) / that
+    count, whatever the grouping. (II, what binds it), or None when no op holds its group."""
+    arch = problem.arch
+    warps = options.max_warps if options.max_warps is not None else arch.limit("warps_per_cta")
+    least_budget = min(arch.register_budgets())
+    best: tuple[int, str] | None = None
+    for m in sorted({op.min_warps for op in problem.ops}):
+        total = sum(problem.hold(op.name) for op in problem.ops if op.min_warps >= m)
+        groups = min(options.max_groups, warps // m, arch.limit("regs_per_sm") // (32 * m * least_budget))
+        if total == 0 or groups < 1:
+            continue
+        ii = math.ceil(total / groups)
+        if best is None or ii > best[0]:
+            best = ii, (f"in-order issue: ops needing {m}+ warps hold their groups {total} cycles per iteration, "
+                        f"and at most {groups} groups of {m}+ warps fit the CTA")
+    return best
 
 
 def sequential_ii(problem: Problem) -> int:

@@ -8,13 +8,16 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from twill.errors import TwillError
-from twill.options import SolveOptions, pin_groups
+from twill.options import SolveOptions, default_work, pin_groups
 
 _DEFAULTS = SolveOptions()  # one source of the option defaults
+_STARTED = time.monotonic()  # the wall-clock cap counts from here: imports and output are the user's wait too
+_OUTPUT = 0.5  # seconds kept back from the cap for validating and printing the result
 
 if TYPE_CHECKING:
     from twill.problem import Problem
@@ -139,8 +142,8 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 def cmd_import(args: argparse.Namespace) -> int:
     """Import a Triton kernel (or TTGIR, or any program) and save its loop body as a graph file."""
+    from twill.body_json import write_body
     from twill.bounds import compute_bounds
-    from twill.frontend.body_json import write_body
     from twill.problem import build_problem
 
     body = _body(args)
@@ -177,14 +180,15 @@ def _fixed_groups(text: str | None, ops: list[str] | None = None) -> tuple[tuple
 
 
 def _options(args: argparse.Namespace, problem: Problem | None = None):
-    from twill.options import SolveOptions
-
+    if not args.time_limit > 0:
+        raise TwillError(f"--time-limit {args.time_limit:g}: must be a positive number of seconds")
     ops = [op.name for op in problem.ops] if problem is not None else None
     return SolveOptions(
         objective=tuple(x.strip() for x in args.objective.split(",")),
         swp_only=args.swp_only,
-        time_limit=args.time_limit,
-        work_limit=args.work_limit,
+        # the work budget follows the cap the user gave; the cap itself is what is left of it
+        time_limit=max(0.1, args.time_limit - (time.monotonic() - _STARTED) - _OUTPUT),
+        work_limit=args.work_limit if args.work_limit is not None else default_work(args.time_limit),
         phase_limit=args.phase_limit,
         workers=args.workers,
         max_groups=args.max_groups,
@@ -375,8 +379,14 @@ def cmd_estimate(args: argparse.Namespace) -> int:
         e = est.estimate_fa_backward(arch, sched.ii, batch=args.batch, heads=args.heads, seqlen=args.seqlen,
                                      head_dim=params.get("head_dim", 128), block_m=params.get("block_m", 64),
                                      block_n=params.get("block_n", 64), causal=args.causal, prologue_cycles=prologue)
+    elif sched.program == "gemm":
+        e = est.estimate_gemm(arch, sched.ii, m=args.m, n=args.n, k=args.k, block_m=params.get("block_m", 128),
+                              block_n=params.get("block_n", 256), block_k=params.get("block_k", 64),
+                              prologue_cycles=prologue, dtype=params.get("dtype", "fp16"))
     else:
-        raise TwillError(f"estimate: no whole-kernel model for program {sched.program!r} (fa_fwd and fa_bwd have one)")
+        raise TwillError(f"estimate: no whole-kernel model for program {sched.program!r} (fa_fwd, fa_bwd and gemm "
+                         "have one)")
+    e = est.with_band(e, sched.program + ("_causal" if args.causal else ""))  # bands are per structure
     print("\n".join(e.lines()))
     return 0
 
@@ -419,13 +429,15 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     name = args.name or cal.default_name(results)
     gpu = results["wgmma"].get("device", {}).get("name", "GPU")
     description = args.description or f"{gpu}, calibrated from {results_dir} (other facts from {Path(base).name})"
+    reference = cal.load_results(args.reference) if args.reference else None
     text = cal.calibrated_toml(results, cal.load_base(base), name=name, description=description,
-                               results_label=str(results_dir))
+                               results_label=str(results_dir), reference=reference,
+                               reference_label=str(args.reference or ""))
     Path(args.out).write_text(text, encoding="utf-8")
     arch = load_arch_toml(args.out, origin="file")  # what was written must load
     old = _arch(str(base)) if str(base).endswith(".toml") else _arch(args.base)
     rows = []
-    for m in cal.derive(results):
+    for m in cal.derive(results, reference):
         table = getattr(arch, m.section)
         before = getattr(old, m.section).get(m.key)
         rows.append([f"{m.section}.{m.key}", str(before.value) if before else "-", str(table[m.key].value)])
@@ -531,12 +543,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--iterations", "-n", type=int, default=6, help="iterations to simulate (default %(default)s)")
     p.set_defaults(func=cmd_gantt)
 
-    p = sub.add_parser("estimate", help="whole-kernel time and TFLOP/s of a FlashAttention schedule")
-    p.add_argument("schedule", help="a twill.schedule/1 JSON file of fa_fwd or fa_bwd")
+    p = sub.add_parser("estimate", help="whole-kernel time and TFLOP/s of a FlashAttention or GEMM schedule, "
+                       "with its error band where kernels of that structure were measured")
+    p.add_argument("schedule", help="a twill.schedule/1 JSON file of fa_fwd, fa_bwd or gemm")
     p.add_argument("--batch", type=int, default=2)
     p.add_argument("--heads", type=int, default=16)
     p.add_argument("--seqlen", type=int, default=8192)
     p.add_argument("--causal", action="store_true")
+    p.add_argument("--m", type=int, default=8192, help="GEMM rows of A and C (gemm schedules)")
+    p.add_argument("--n", type=int, default=8192, help="GEMM columns of B and C (gemm schedules)")
+    p.add_argument("--k", type=int, default=8192, help="GEMM reduction length (gemm schedules)")
     p.set_defaults(func=cmd_estimate)
 
     p = sub.add_parser("codegen", help="write a Gluon (Triton 3.6, Hopper) kernel and launcher from a schedule")
@@ -556,6 +572,8 @@ def build_parser() -> argparse.ArgumentParser:
                    "default: %(default)s)")
     p.add_argument("--name", help="arch name in the TOML (default: from the GPU's name)")
     p.add_argument("--description", help="one-line description in the TOML")
+    p.add_argument("--reference", metavar="DIR", help="results of a GPU with the same SM, for facts the results "
+                   "measured with a since-fixed method (the TMA latency recorded before issue 21); tagged I")
     p.set_defaults(func=cmd_calibrate)
     return parser
 

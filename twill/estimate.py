@@ -7,19 +7,62 @@ CTAs, one per SM at a time, in ``waves = ceil(ctas / sms)`` waves, each CTA runn
     seconds = waves * (iterations_per_cta * cycles_per_iteration + prologue_cycles) / clock
 
 This is a first-order model: one CTA per SM, every CTA of a wave equally long, no tail effects
-beyond wave quantisation, clock at the arch's quoted frequency. It is meant to put an II next to
-published kernel throughput, not to replace a measurement.
+beyond wave quantisation, clock at the arch's quoted frequency. It is a prediction, not a peak: real
+kernels of the same structure have run longer than it, and ``fidelity_band`` reads by how much from
+``archs/fidelity.json`` (measured / predicted kernel time on the arch's GPU, written by
+``bench/gpu/fidelity_report.py --write-band`` from the fidelity table of docs/benchmarks.md). The
+estimate carries that band, and ``lines()`` prints the range of time and TFLOP/s it implies.
 """
 
 from __future__ import annotations
 
+import json
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from twill.arch.model import Arch
 from twill.errors import UsageError
 
-__all__ = ["Estimate", "estimate_fa_forward", "estimate_fa_backward", "estimate_gemm", "causal_iterations"]
+__all__ = ["Estimate", "Band", "fidelity_band", "with_band", "estimate_fa_forward", "estimate_fa_backward",
+           "estimate_gemm", "causal_iterations"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Band:
+    """Measured / predicted kernel time over the kernels of one structure on one GPU (the fidelity table)."""
+
+    low: float
+    high: float
+    kernels: int
+    gpu: str
+    program: str
+    source: str
+
+
+def fidelity_band(arch_name: str, program: str, path=None) -> Band | None:
+    """The error band of ``program``'s estimate on ``arch_name`` from ``archs/fidelity.json``, or None
+    when no kernel of that structure was measured on that arch's GPU."""
+    if path is None:
+        from twill.arch.registry import archs_dir
+
+        path = archs_dir() / "fidelity.json"
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    entry = data.get(arch_name, {})
+    band = entry.get(program)
+    if not band:
+        return None
+    r = band["measured_over_predicted"]
+    return Band(low=float(r["min"]), high=float(r["max"]), kernels=len(band.get("kernels", {})),
+                gpu=str(entry.get("gpu", arch_name)), program=program, source=str(entry.get("source", "")))
+
+
+def with_band(e: Estimate, program: str, path=None) -> Estimate:
+    """``e`` with the fidelity band of ``program`` on ``e``'s arch attached (unchanged if there is none)."""
+    band = fidelity_band(e.arch, program, path)
+    return replace(e, band=band) if band else e
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -41,21 +84,40 @@ class Estimate:
     tflops: float
     peak_tflops: float
     fraction_of_peak: float
+    band: Band | None = None
 
     def lines(self) -> list[str]:
         """A readable summary, one fact per line."""
         last = self.ctas - (self.waves - 1) * self.sms
         return [
-            f"{self.kernel} on {self.arch}",
+            f"{self.kernel} on {self.arch}: twill's prediction from the schedule (no measurement)",
             f"  {self.ctas} CTAs on {self.sms} SMs: {self.waves} wave{'s' if self.waves != 1 else ''} "
             f"(last wave {last}/{self.sms} SMs busy)",
             f"  per CTA: {self.iterations_per_cta} iterations x {self.cycles_per_iteration} cycles "
             f"+ {self.prologue_cycles} prologue = {self.cycles_per_cta} cycles",
             f"  time: {self.waves} x {self.cycles_per_cta} cycles at {self.clock_mhz:g} MHz = "
             f"{self.seconds * 1e3:.4g} ms",
-            f"  work: {self.flops / 1e12:.4g} TFLOP -> {self.tflops:.1f} TFLOP/s = "
+            f"  work: {self.flops / 1e12:.4g} TFLOP -> {self.tflops:.1f} TFLOP/s predicted = "
             f"{100 * self.fraction_of_peak:.1f}% of the {self.peak_tflops:.1f} TFLOP/s tensor peak",
+            *self._band_lines(),
         ]
+
+    def _band_lines(self) -> list[str]:
+        if self.band is None:
+            return ["  this is the schedule's prediction (II x iterations at the arch clock), not a measurement: no "
+                    f"kernel of this structure has been measured on {self.arch} (archs/fidelity.json), so it has no "
+                    "error band"]
+        b = self.band
+
+        def span(lo: float, hi: float, fmt: str) -> str:
+            a, z = format(lo, fmt), format(hi, fmt)
+            return a if a == z else f"{a}-{z}"
+
+        return [f"  measured kernels of this structure on the {b.gpu} ({b.kernels}) took "
+                f"{span(b.low, b.high, '.2f').replace('-', 'x-')}x the prediction: expect "
+                f"{span(self.seconds * b.low * 1e3, self.seconds * b.high * 1e3, '.4g')} ms, "
+                f"{span(self.tflops / b.high, self.tflops / b.low, '.0f')} TFLOP/s "
+                "(fidelity table, docs/benchmarks.md; archs/fidelity.json)"]
 
 
 def _positive(**values: int) -> None:

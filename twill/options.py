@@ -12,9 +12,10 @@ from fnmatch import fnmatchcase
 
 from twill.errors import TwillError
 
-__all__ = ["OBJECTIVES", "SolveOptions", "pin_groups"]
+__all__ = ["OBJECTIVES", "UNITS_PER_SECOND", "SolveOptions", "default_work", "pin_groups"]
 
 OBJECTIVES = ("ii", "groups", "handoffs", "regs", "length")
+UNITS_PER_SECOND = 0.25  # deterministic work per second of the wall-clock cap, by default (``default_work``)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -24,7 +25,7 @@ class SolveOptions:
     objective: tuple[str, ...] = OBJECTIVES
     swp_only: bool = False  # pure modulo scheduling: no groups, registers, hand-offs or memory
     time_limit: float = 120.0  # wall-clock safety cap in seconds: the solve returns by then, saying if it cut
-    work_limit: float | None = None  # deterministic work (CP-SAT units, ~1 core-second) for the search; None: time_limit / 2
+    work_limit: float | None = None  # deterministic work (CP-SAT units) for the search; None: UNITS_PER_SECOND x time_limit
     phase_limit: float = 10.0  # deterministic units for each secondary objective (its proof may end it sooner)
     workers: int = 0  # CP-SAT search workers; 0 = one per core
     max_groups: int = 8
@@ -49,10 +50,17 @@ class SolveOptions:
 
     @property
     def work(self) -> float:
-        """The search's budget in deterministic units. Half the wall-clock cap by default: a
-        machine twice as loaded as a quiet one still finishes the same work inside the cap, so the
-        answer does not depend on the load (design.md §3)."""
-        return self.work_limit if self.work_limit is not None else self.time_limit / 2
+        """The search's budget in deterministic units (``UNITS_PER_SECOND`` of the wall-clock cap
+        by default)."""
+        return self.work_limit if self.work_limit is not None else default_work(self.time_limit)
+
+
+def default_work(time_limit: float) -> float:
+    """The work budget that goes with a wall-clock cap: with two workers a unit takes about 1.5 s
+    of a quiet 2-core machine (docs/benchmarks_notes.md), so the default budget is spent in about
+    40% of the cap, and a machine 2.5 times as loaded still finishes the same work inside it; the
+    answer then does not depend on the load (design.md §3)."""
+    return UNITS_PER_SECOND * time_limit
 
 
 def pin_groups(op_names: Sequence[str], spec: str) -> tuple[tuple[str, int], ...]:

@@ -61,12 +61,10 @@ import math
 import random
 from collections.abc import Callable
 
-import networkx as nx
-
 from twill.arch.model import Arch
 from twill.arch.toml import arch_from_dict
 from twill.ir import Carrier, Edge, Issuer, LoopBody, Op, Use
-from twill.problem import Problem
+from twill.solver.sequential import sequential_witness, witness_ii, witness_order
 
 __all__ = ["PROFILES", "PROFILE_ARCHS", "random_body", "tiny_arch", "sequential_witness", "witness_ii"]
 
@@ -822,7 +820,7 @@ def _peak_demand(ops: list[Op], edges: list[Edge], field: str) -> int:
     iteration's length: a value read only in its own iteration is live from its producer's turn
     to its last reader's, and one read δ iterations later needs at most 1 + δ copies at any time.
     So the peak is at most the largest sum of the former over one turn, plus all the latter."""
-    order = _witness_order([op.name for op in ops], edges)
+    order = witness_order([op.name for op in ops], edges)
     position = {name: i for i, name in enumerate(order)}
     reach: dict[str, int] = {}  # the largest distance each carried value is read at
     for e in edges:
@@ -844,14 +842,6 @@ def _peak_demand(ops: list[Op], edges: list[Edge], field: str) -> int:
         for k in range(position[op.name], last[op.name] + 1):
             turns[k] += size
     return always + max(turns, default=0)
-
-
-def _witness_order(names: list[str], edges: list[Edge] | tuple[Edge, ...]) -> list[str]:
-    """The witness's issue order: dependence order within an iteration, ties by body order."""
-    g = nx.DiGraph()
-    g.add_nodes_from(names)
-    g.add_edges_from((e.src, e.dst) for e in edges if e.distance == 0)
-    return list(nx.lexicographical_topological_sort(g, key=names.index))
 
 
 def _fit(ops: list[Op], edges: list[Edge], field: str, budget: int, floor: int,
@@ -929,78 +919,3 @@ def tiny_arch(seed: int = 0) -> Arch:
         },
     }
     return arch_from_dict(data, f"tiny_arch({seed})")
-
-
-# -- the witness -----------------------------------------------------------------------------------
-def _witness_plan(problem: Problem) -> tuple[dict[str, int], dict[str, int], int]:
-    """Starts (one op after another in dependence order), groups, and the smallest II at which
-    every loop-carried dependence and every read ends within the next iteration's window."""
-    groups = {op.name: (0 if op.variable_latency else 1) for op in problem.ops}
-    if len(set(groups.values())) == 1:
-        groups = dict.fromkeys(groups, 0)
-    order = _witness_order([op.name for op in problem.ops], problem.edges)
-    starts: dict[str, int] = {}
-    free = 0
-    for name in order:
-        op = problem.op(name)
-        ready = [starts[e.src] + e.latency + (problem.cross_group_cost(e) if groups[e.src] != groups[e.dst] else 0)
-                 for e in problem.body.in_edges(name) if e.distance == 0]
-        starts[name] = max([free, *ready])
-        free = starts[name] + max(op.latency, problem.hold(name), op.busy_cycles, 1)
-    longest_read = max((e.latency + problem.cross_group_cost(e) for e in problem.edges), default=0)
-    reads = max([op.latency for op in problem.ops] + [problem.hold(op.name) for op in problem.ops])
-    return starts, groups, free + longest_read + reads + 1
-
-
-def witness_ii(problem: Problem) -> int:
-    """The II of ``sequential_witness``: an upper bound on the optimal II of a generated body."""
-    return _witness_plan(problem)[2]
-
-
-def sequential_witness(problem: Problem, *, swp_only: bool = False):
-    """A schedule with no overlap inside an iteration, which the profiles' footprints always fit.
-
-    Ops issue one after another in dependence order; variable-latency ops get a warp group of
-    their own (of the narrowest size they need), every other op shares one group of the widest
-    size, with the largest register budget the register file allows next to the other group.
-    It is not optimal; it proves that the body has a schedule (check it with ``validate``).
-
-    Examples
-    --------
-    >>> from twill.problem import build_problem
-    >>> from twill.validate import validate
-    >>> arch = tiny_arch(0)
-    >>> p = build_problem(random_body(0, 5, profile="tiny"), arch)
-    >>> validate(p, sequential_witness(p))
-    []
-    """
-    from twill.options import SolveOptions
-    from twill.solver.assemble import Assignment, assemble, copies_needed
-
-    starts, groups, ii = _witness_plan(problem)
-    arch = problem.arch
-    options = SolveOptions(swp_only=swp_only)
-    warps: dict[int, int] = {}
-    regs: dict[int, int] = {}
-    sizes, budgets = sorted(arch.warp_group_sizes()), sorted(arch.register_budgets())
-    for g in sorted(set(groups.values())):
-        need = max(problem.op(n).min_warps for n, h in groups.items() if h == g)
-        widest = g == max(groups.values())
-        warps[g] = sizes[-1] if widest else min(s for s in sizes if s >= need)
-    per_budget = arch.reg_alloc_warps()  # setmaxnreg is per warpgroup: narrow groups pack into whole ones
-
-    def charged(ws: list[int]) -> int:
-        narrow = sum(w for w in ws if w < per_budget)
-        return sum(w for w in ws if w >= per_budget) + per_budget * -(-narrow // per_budget)
-
-    for g in sorted(warps):
-        others = 32 * budgets[0] * charged([w for h, w in warps.items() if h != g])
-        fitting = [r for r in budgets if 32 * warps[g] * r + others <= arch.limit("regs_per_sm")]
-        regs[g] = fitting[-1] if g == max(warps) and fitting else budgets[0]
-    copies = {op.name: copies_needed(problem, starts, ii, op.name) for op in problem.ops
-              if op.regs or op.smem_bytes or op.tmem_cols}
-    a = Assignment(ii=ii, starts=starts, groups={} if swp_only else groups, warps={} if swp_only else warps,
-                   regs={} if swp_only else regs, copies={} if swp_only else copies)
-    return assemble(problem, options, a, optimal=False, proven_lb=1,
-                    proof="feasible: a sequential schedule (twill.random_loops.sequential_witness)",
-                    proven={"ii": False}, seconds=0.0)

@@ -13,14 +13,14 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from twill.errors import GraphError, ScheduleError
-from twill.ir import Carrier, Edge, Issuer, LoopBody, Op, Use
+from twill.body_json import BODY_FORMAT, body_document, body_from_document, is_body_document
+from twill.errors import ScheduleError
+from twill.ir import LoopBody
 from twill.jsonfile import read_json
 
-__all__ = ["ScheduledOp", "Group", "Buffer", "Schedule", "body_to_dict", "body_from_dict", "FORMAT"]
+__all__ = ["ScheduledOp", "Group", "Buffer", "Schedule", "FORMAT"]
 
 FORMAT = "twill.schedule/1"
-BODY_FORMAT = "twill.body/1"
 # The checks walk every cycle of II (plain loops over modular time, on purpose), so a file's II is
 # bounded: 4M cycles is ~2 ms per iteration, far beyond any tile-level loop.
 MAX_II = 1 << 22
@@ -115,7 +115,7 @@ class Schedule:
             "ops": [asdict(o) for o in self.ops],
             "groups": [{**asdict(g), "ops": list(g.ops)} for g in self.groups],
             "buffers": [asdict(b) for b in self.buffers],
-            "body": body_to_dict(self.body),
+            "body": body_document(self.body),
         }
 
     def to_json(self) -> str:
@@ -156,7 +156,7 @@ class Schedule:
                 groups=tuple(_group(f"{where}: groups[{i}]", g) for i, g in enumerate(_items(where, "groups", d["groups"], dict))),
                 buffers=tuple(_buffer(f"{where}: buffers[{i}]", b)
                               for i, b in enumerate(_items(where, "buffers", d["buffers"], dict))),
-                body=body_from_dict(d["body"], where),
+                body=_body(d["body"], where),
             )
         except KeyError as err:
             raise ScheduleError(f"{where}: malformed schedule (field {err} is missing)") from err
@@ -264,42 +264,7 @@ def _check_references(sched: Schedule, where: str) -> None:
                 raise ScheduleError(f"{where}: group {g.id} lists op {name!r}, which is not in the loop body")
 
 
-def body_to_dict(body: LoopBody) -> dict[str, Any]:
-    def op(o: Op) -> dict[str, Any]:
-        d = asdict(o)
-        d["uses"] = [asdict(u) for u in o.uses]
-        d["issuer"] = o.issuer.value
-        if not o.waits:
-            del d["waits"]  # fields at their default are left out: older files stay byte-identical
-        return d
-
-    def edge(e: Edge) -> dict[str, Any]:
-        d = {**asdict(e), "carrier": e.carrier.value}
-        if e.cross_latency is None:
-            del d["cross_latency"]
-        return d
-
-    out = {
-        "format": BODY_FORMAT,
-        "name": body.name,
-        "params": dict(body.params),
-        "trip_count": body.trip_count,
-        "ops": [op(o) for o in body.ops],
-        "edges": [edge(e) for e in body.edges],
-    }
-    if body.static_smem:
-        out["static_smem"] = body.static_smem
-    return out
-
-
-def body_from_dict(d: dict[str, Any], where: str = "body") -> LoopBody:
-    if not isinstance(d, dict) or d.get("format") != BODY_FORMAT:
+def _body(d: Any, where: str) -> LoopBody:
+    if not is_body_document(d):
         raise ScheduleError(f"{where}: the embedded loop body is not {BODY_FORMAT}")
-    try:
-        ops = tuple(
-            Op(**{**o, "uses": tuple(Use(**u) for u in o["uses"]), "issuer": Issuer(o["issuer"])}) for o in d["ops"]
-        )
-        edges = tuple(Edge(**{**e, "carrier": Carrier(e["carrier"])}) for e in d["edges"])
-        return LoopBody(str(d["name"]), ops, edges, d.get("params", {}), d.get("trip_count"), d.get("static_smem", 0))
-    except (KeyError, TypeError, ValueError) as err:
-        raise GraphError(f"{where}: malformed loop body ({type(err).__name__}: {err})") from err
+    return body_from_document(d, where)

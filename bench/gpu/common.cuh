@@ -123,6 +123,36 @@ __device__ __forceinline__ bool mbar_wait(uint32_t bar, uint32_t parity) {
   }
 }
 
+// try_wait with a suspend-time hint, as CUTLASS's ClusterBarrier::wait (0x989680 ns = 10 ms): the
+// thread sleeps until the phase completes and resumes as soon as it does. Without the hint each poll
+// of a pending phase returns after ~180-220 SM cycles (test_wait too), so a wait loop observes a
+// completion only on that grid (issue 21; bench/results/h200/tma.json, "last_fail_gap").
+constexpr uint32_t kSuspendHintNs = 0x989680u;
+
+__device__ __forceinline__ bool mbar_try_wait_hint(uint32_t bar, uint32_t parity, uint32_t hint_ns = kSuspendHintNs) {
+  uint32_t done;
+  asm volatile(
+      "{\n .reg .pred p;\n"
+      " mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2, %3;\n"
+      " selp.u32 %0, 1, 0, p;\n}\n"
+      : "=r"(done)
+      : "r"(bar), "r"(parity), "r"(hint_ns)
+      : "memory");
+  return done != 0;
+}
+
+// mbar_wait with the hint; the same 2^32-cycle timeout.
+__device__ __forceinline__ bool mbar_wait_hint(uint32_t bar, uint32_t parity) {
+  const uint64_t start = clock_cycles();
+  for (;;) {
+    if (mbar_try_wait_hint(bar, parity)) return true;
+    if (clock_cycles() - start > (1ull << 32)) {
+      atomicOr(&g_error_flags, kErrTimeout);
+      return false;
+    }
+  }
+}
+
 __device__ __forceinline__ void fence_proxy_async_smem() {
   asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
 }

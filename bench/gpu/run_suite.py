@@ -9,7 +9,7 @@ the GPU's name, driver and clocks from nvidia-smi before and after, the date, th
 the ptxas report, and the SASS instruction counts of every kernel (a benchmark whose kernels lack the
 instructions it means to time, or that ptxas serialised, is marked failed here).
 
-Output: DIR/{wgmma,tma,pipes,sync}.json, the input of ``twill calibrate --from-results DIR``.
+Output: DIR/{wgmma,tma,pipes,sync,smem}.json, the input of ``twill calibrate --from-results DIR``.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 BUILD = HERE / "build"
-BENCHES = ("wgmma", "tma", "pipes", "sync")
+BENCHES = ("wgmma", "tma", "pipes", "sync", "smem")
 ARCH_FLAGS = ["-gencode=arch=compute_90a,code=sm_90a"]
 NVCC_FLAGS = ["-O3", "-std=c++17", "-lineinfo", "-Xptxas", "-v", *ARCH_FLAGS]
 
@@ -38,17 +38,27 @@ METHOD = {
              "of 1/8 (exact in fp16, bf16 and e4m3), compared with a host matmul. Median over 3 launches x all SMs.",
     "tma": "cp.async.bulk.tensor.2d with an mbarrier (complete_tx), tensor maps from cuTensorMapEncodeTiled "
            "(uint16 elements, 8 KiB rows). latency: one CTA, one load in flight, clock64 from issue to the "
-           "phase completing; L2: the tile was loaded once before; HBM: L2 flushed with a 256 MiB memset, each "
+           "phase completing, 256 samples each with the raw cycles kept; the waiting thread uses try_wait with "
+           "CUTLASS's suspend-time hint (records with suspend_hint_ns = 10000000), which resumes it when the phase "
+           "completes; records without the hint show the ~180-220-cycle poll grid of the first runs; L2: the tile was loaded once before; HBM: L2 flushed with a 256 MiB memset, each "
            "tile touched once. throughput: one thread keeps 192 KiB of tiles in flight; 1 CTA or one CTA per SM; "
            "L2 = an 8 MiB region, every SM on distinct tiles (staggered) or on the same tiles at once (lockstep); "
            "HBM = a 2 GiB tensor streamed once. Tiles are summed and compared with the hash that filled them.",
     "pipes": "1024 threads per SM, 8 independent loop-carried chains per thread and op kind (x <- ex2(-x), "
              "x <- fma(x, a, b), x <- max(x, y), x <- bits(cvt.rn.f16x2.f32(c, x))), inline PTX; pairs issue the "
              "same counts of two kinds together. Latency: one warp, one chain. Final values recomputed on the host.",
+    "smem": "shared-memory bandwidth per SM: 4..32 warps of one CTA per SM issue back-to-back ld.shared.v4, "
+            "st.shared.v4, ldmatrix.x4 or stmatrix.x4 (512 bytes per warp instruction, no bank conflicts); and "
+            "12 warps of ld.shared.v4 / ldmatrix.x4 while warpgroup 0 runs wgmma m64n64k16 SS fp16 (128 B/clk of "
+            "SMEM operands at full rate), each rate with and without the other. Loaded words summed and compared "
+            "with the host; stored images compared word by word; wgmma accumulators (A = B = 1) compared with 16 x "
+            "the count.",
     "sync": "mbarrier ping-pong between two warpgroups (one arrival per warp after __syncwarp, 128 waiters) and "
             "between two threads; wait on a completed phase; bar.sync with 256/384 threads and a bar.arrive / "
             "bar.sync ping-pong; register -> SMEM -> register hand-off through full/empty mbarriers for 0..32 KiB; "
-            "setmaxnreg dec 24 / inc 240 (FA3) and a dec/inc loop. Tokens and data sums are checked.",
+            "setmaxnreg dec 24 / inc 240 (FA3) and a dec/inc loop. Waits poll with try_wait, test_wait, or try_wait "
+            "with CUTLASS's suspend hint (records' \"poll\"; one wait loop per kernel, a template argument). Tokens "
+            "and data sums are checked.",
 }
 
 # What each benchmark's SASS must contain (kernel-name fragment -> opcode regex) and must not.
@@ -58,6 +68,7 @@ SASS_REQUIRED = {
     "pipes": [("pipe_kernelILi1E", r"\bMUFU\.EX2\b"), ("pipe_kernelILi2E", r"\bFFMA\b"),
               ("pipe_kernelILi3E", r"\bFMNMX\b"), ("pipe_kernelILi4E", r"\bF2FP\.F16\.F32\.PACK_AB\b"),
               ("pipe_kernelILi5E", r"\bF2FP\.BF16\.F32\.PACK_AB\b")],
+    "smem": [("smem_kernelILb0", r"\bLDSM\b"), ("smem_kernelILb0", r"\bSTSM\b"), ("smem_kernelILb1", r"\bHGMMA\.64x64x16")],
     "sync": [("mbar_pingpong_kernel", r"\bSYNCS\."), ("named_barrier_kernel", r"\bBAR\.(SYNC|ARV)"),
              ("setmaxnreg_kernel", r"\bUSETMAXREG\b")],
 }
@@ -82,7 +93,7 @@ def _sources_hash(bench: str, nvcc: str) -> str:
 def build(bench: str, nvcc: str) -> tuple[Path, str]:
     """Compile one benchmark unless an identical build is already in build/; return (binary, ptxas log)."""
     BUILD.mkdir(exist_ok=True)
-    if bench == "wgmma":
+    if bench in ("wgmma", "smem"):
         sys.path.insert(0, str(HERE))
         import gen_wgmma  # the generator lives beside this script
 

@@ -27,12 +27,19 @@ __device__ __forceinline__ void named_arrive(int id, int n) {
 // ---------------------------------------------------------------------------------------------
 // mbarrier ping-pong. mode 0: two warpgroups, each warp's lane 0 arrives after the warp has passed
 // its wait (arrival count 4); every thread waits. mode 1: thread 0 and thread 32 only (count 1).
-// poll 0: waits poll with try_wait (CUTLASS); 1: they spin on test_wait.
-__device__ __forceinline__ bool wait_poll(uint32_t bar, uint32_t parity, int poll) {
-  return poll ? mbar_wait<true>(bar, parity) : mbar_wait<false>(bar, parity);
+// poll 0: waits poll with try_wait (no suspend hint); 1: they spin on test_wait; 2: try_wait with
+// CUTLASS's suspend hint (resumes when the phase completes instead of on a ~200-cycle poll grid).
+// The poll is a template argument so that each kernel holds one wait loop: a run-time choice among
+// three changed the code around the try_wait loop and moved the hand-off round trip by ~100 cycles.
+template <int kPoll>
+__device__ __forceinline__ bool wait_poll(uint32_t bar, uint32_t parity) {
+  if constexpr (kPoll == 2) return mbar_wait_hint(bar, parity);
+  else return mbar_wait<kPoll == 1>(bar, parity);
 }
+constexpr const char* kPollNames[3] = {"try_wait", "test_wait", "try_wait_hint"};
 
-__global__ void __launch_bounds__(256, 1) mbar_pingpong_kernel(int iters, int mode, int poll, CtaTime* times) {
+template <int kPoll>
+__global__ void __launch_bounds__(256, 1) mbar_pingpong_kernel(int iters, int mode, CtaTime* times) {
   __shared__ __align__(8) uint64_t bars[2];
   __shared__ volatile uint32_t token[2][2];  // [direction][round parity]
   const int tid = threadIdx.x, lane = tid % 32;
@@ -52,12 +59,12 @@ __global__ void __launch_bounds__(256, 1) mbar_pingpong_kernel(int iters, int mo
       if (tid == 0) token[0][i & 1] = uint32_t(i);
       if (mode == 0) __syncwarp();
       if (lane == 0) mbar_arrive(to_b);
-      if (!wait_poll(to_a, uint32_t(i & 1), poll)) break;
+      if (!wait_poll<kPoll>(to_a, uint32_t(i & 1))) break;
       bad += token[1][i & 1] != uint32_t(i);
     }
   } else if (side_b) {
     for (int i = 0; i < iters; ++i) {
-      if (!wait_poll(to_b, uint32_t(i & 1), poll)) break;
+      if (!wait_poll<kPoll>(to_b, uint32_t(i & 1))) break;
       if (tid == kWg || mode == 1) token[1][i & 1] = uint32_t(i);
       if (mode == 0) __syncwarp();
       if (lane == 0) mbar_arrive(to_a);
@@ -141,7 +148,7 @@ __global__ void __launch_bounds__(384, 1) named_barrier_kernel(int iters, int n,
 // Hand-off of WORDS 32-bit registers per thread from warpgroup 0 to warpgroup 1 through shared
 // memory: producer waits `empty`, stores, arrives `full`; consumer waits `full`, loads, arrives
 // `empty` (one arrival per warp, after __syncwarp). Round i carries i*WORDS + k + thread.
-template <int WORDS>
+template <int WORDS, int kPoll>
 __global__ void __launch_bounds__(256, 1) handoff_kernel(int iters, CtaTime* times, uint32_t* sums) {
   extern __shared__ __align__(16) uint32_t buf[];
   __shared__ __align__(8) uint64_t bars[2];
@@ -156,7 +163,7 @@ __global__ void __launch_bounds__(256, 1) handoff_kernel(int iters, CtaTime* tim
   const uint64_t c0 = clock_cycles(), g0 = global_ns();
   if (tid < kWg) {
     for (int i = 0; i < iters; ++i) {
-      if (i > 0 && !mbar_wait(empty, uint32_t((i - 1) & 1))) break;
+      if (i > 0 && !wait_poll<kPoll>(empty, uint32_t((i - 1) & 1))) break;
       uint32_t v[WORDS > 0 ? WORDS : 1];
 #pragma unroll
       for (int k = 0; k < WORDS; ++k) v[k] = uint32_t(i * WORDS + k + t);
@@ -171,11 +178,11 @@ __global__ void __launch_bounds__(256, 1) handoff_kernel(int iters, CtaTime* tim
       __syncwarp();
       if (lane == 0) mbar_arrive(full);
     }
-    if (tid == 0) mbar_wait(empty, uint32_t((iters - 1) & 1));
+    if (tid == 0) wait_poll<kPoll>(empty, uint32_t((iters - 1) & 1));
   } else {
     uint32_t sum = 0;
     for (int i = 0; i < iters; ++i) {
-      if (!mbar_wait(full, uint32_t(i & 1))) break;
+      if (!wait_poll<kPoll>(full, uint32_t(i & 1))) break;
       if constexpr (WORDS % 4 == 0) {
 #pragma unroll
         for (int k = 0; k < WORDS; k += 4) {
@@ -266,12 +273,14 @@ static Record base(const char* kind, const Timed& t, bool ok, int iters) {
   return r;
 }
 
-template <int WORDS>
+template <int WORDS, int kPoll>
 static void run_handoff(Report& rep, int sms, CtaTime* d_t, uint32_t* d_sums) {
   const int iters = 2048, smem = WORDS * 4 * kWg;
-  auto kernel = handoff_kernel<WORDS>;
+  const int poll = kPoll;
+  auto kernel = handoff_kernel<WORDS, kPoll>;
   CK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kOneCtaPerSmSmem));
   const int dyn = std::max(smem, kOneCtaPerSmSmem);
+  {
   const Timed t = timed(sms, d_t, [&] { kernel<<<sms, 256, dyn>>>(iters, d_t, d_sums); });
   std::vector<uint32_t> sums(kWg);
   CK(cudaMemcpy(sums.data(), d_sums, sizeof(uint32_t) * kWg, cudaMemcpyDeviceToHost));
@@ -285,8 +294,9 @@ static void run_handoff(Report& rep, int sms, CtaTime* d_t, uint32_t* d_sums) {
   const uint32_t flags = read_and_clear_error_flags();
   Record r = base("handoff", t, wrong == 0 && flags == 0, iters);
   r.integer("bytes", WORDS * 4 * kWg).integer("words_per_thread", WORDS).integer("wrong_threads", wrong)
-      .integer("error_flags", flags);
+      .integer("error_flags", flags).str("poll", kPollNames[poll]);
   rep.add(r);
+  }
 }
 
 int main(int argc, char** argv) {
@@ -299,20 +309,25 @@ int main(int argc, char** argv) {
   CK(cudaMalloc(&d_t, sizeof(CtaTime) * sms));
   CK(cudaMalloc(&d_u, sizeof(uint32_t) * sms * 12));
   CK(cudaMalloc(&d_sums, sizeof(uint32_t) * kWg));
-  for (auto k : {(const void*)mbar_pingpong_kernel, (const void*)named_barrier_kernel, (const void*)wait_issue_kernel,
+  for (auto k : {(const void*)mbar_pingpong_kernel<0>, (const void*)mbar_pingpong_kernel<1>,
+                 (const void*)mbar_pingpong_kernel<2>, (const void*)named_barrier_kernel, (const void*)wait_issue_kernel,
                  (const void*)setmaxnreg_loop_kernel, (const void*)setmaxnreg_kernel})
     CK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, kOneCtaPerSmSmem));
 
   // mbarrier round trips
   const int iters = 4096;
-  for (int poll = 0; poll < 2; ++poll)
+  for (int poll = 0; poll < 3; ++poll)
     for (int mode = 0; mode < 2; ++mode) {
       const Timed t =
-          timed(sms, d_t, [&] { mbar_pingpong_kernel<<<sms, 256, kOneCtaPerSmSmem>>>(iters, mode, poll, d_t); });
+          timed(sms, d_t, [&] {
+            if (poll == 0) mbar_pingpong_kernel<0><<<sms, 256, kOneCtaPerSmSmem>>>(iters, mode, d_t);
+            else if (poll == 1) mbar_pingpong_kernel<1><<<sms, 256, kOneCtaPerSmSmem>>>(iters, mode, d_t);
+            else mbar_pingpong_kernel<2><<<sms, 256, kOneCtaPerSmSmem>>>(iters, mode, d_t);
+          });
       const uint32_t bad = take_mismatches(), flags = read_and_clear_error_flags();
       Record r = base("mbarrier_round_trip", t, bad == 0 && flags == 0, iters);
       r.str("between", mode == 0 ? "warpgroups (one arrival per warp, 128 waiters)" : "one thread and one thread")
-          .str("poll", poll ? "test_wait" : "try_wait").integer("token_mismatches", bad).integer("error_flags", flags);
+          .str("poll", kPollNames[poll]).integer("token_mismatches", bad).integer("error_flags", flags);
       rep.add(r);
     }
   // wait on a completed phase
@@ -340,13 +355,20 @@ int main(int argc, char** argv) {
     rep.add(r);
   }
   // hand-off sweep: 0 .. 32 KiB per round
-  run_handoff<0>(rep, sms, d_t, d_sums);
-  run_handoff<2>(rep, sms, d_t, d_sums);
-  run_handoff<4>(rep, sms, d_t, d_sums);
-  run_handoff<8>(rep, sms, d_t, d_sums);
-  run_handoff<16>(rep, sms, d_t, d_sums);
-  run_handoff<32>(rep, sms, d_t, d_sums);
-  run_handoff<64>(rep, sms, d_t, d_sums);
+  run_handoff<0, 0>(rep, sms, d_t, d_sums);
+  run_handoff<0, 2>(rep, sms, d_t, d_sums);
+  run_handoff<2, 0>(rep, sms, d_t, d_sums);
+  run_handoff<2, 2>(rep, sms, d_t, d_sums);
+  run_handoff<4, 0>(rep, sms, d_t, d_sums);
+  run_handoff<4, 2>(rep, sms, d_t, d_sums);
+  run_handoff<8, 0>(rep, sms, d_t, d_sums);
+  run_handoff<8, 2>(rep, sms, d_t, d_sums);
+  run_handoff<16, 0>(rep, sms, d_t, d_sums);
+  run_handoff<16, 2>(rep, sms, d_t, d_sums);
+  run_handoff<32, 0>(rep, sms, d_t, d_sums);
+  run_handoff<32, 2>(rep, sms, d_t, d_sums);
+  run_handoff<64, 0>(rep, sms, d_t, d_sums);
+  run_handoff<64, 2>(rep, sms, d_t, d_sums);
   // setmaxnreg
   {
     setmaxnreg_kernel<<<sms, 384, kOneCtaPerSmSmem>>>(d_u);

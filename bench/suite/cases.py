@@ -18,13 +18,13 @@ from pathlib import Path
 from typing import Any
 
 from twill.arch.registry import get_arch
+from twill.body_json import body_document
 from twill.errors import TwillError
 from twill.frontend.programs import load_program
 from twill.ir import LoopBody
 from twill.jsonfile import read_json
 from twill.problem import Problem, build_problem
 from twill.random_loops import random_body
-from twill.schedule import body_to_dict
 
 ROOT = Path(__file__).resolve().parents[2]
 SUITE = ROOT / "bench" / "suite"
@@ -65,7 +65,7 @@ def build_case(case: dict[str, Any]) -> Problem:
 
 def body_hash(body: LoopBody) -> str:
     """SHA-256 of the body's canonical JSON: equal bodies, equal hashes, on every machine."""
-    text = json.dumps(body_to_dict(body), sort_keys=True, separators=(",", ":"))
+    text = json.dumps(body_document(body), sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()
 
 

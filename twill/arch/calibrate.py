@@ -36,6 +36,9 @@ __all__ = ["CalibrationError", "Measurement", "BENCHES", "load_results", "load_b
            "datasheet_toml", "fit_line", "run_suite", "gpu_name", "suite_script", "default_name"]
 
 BENCHES = ("wgmma", "tma", "pipes", "sync")
+OPTIONAL_BENCHES = ("smem",)  # read when present (results recorded before issue 21 lack them)
+# try_wait's suspend-time hint of the unquantized TMA latency records (CUTLASS's 0x989680 ns)
+SUSPEND_HINT_NS = 10_000_000
 SECTION_ORDER = ("chip", "limits", "units", "rates", "latencies", "sync", "features")
 
 
@@ -51,7 +54,8 @@ class Measurement:
     key: str
     value: float | int
     how: str        # the derivation, in words, with the raw numbers it used
-    bench: str      # the result file it came from (wgmma, tma, pipes, sync)
+    bench: str      # the result file it came from (wgmma, tma, pipes, sync, smem)
+    derived_from_reference: bool = False  # measured on the reference GPU, not on this one (source tag I)
 
 
 # ---- reading ----------------------------------------------------------------------------------
@@ -67,11 +71,13 @@ def load_results(results_dir: str | Path) -> dict[str, dict[str, Any]]:
     if not root.is_dir():
         raise CalibrationError(f"{root}: no such results folder; run bench/gpu/run_suite.py --out {root} first")
     out: dict[str, dict[str, Any]] = {}
-    for bench in BENCHES:
+    for bench in (*BENCHES, *OPTIONAL_BENCHES):
         path = root / f"{bench}.json"
         try:
             out[bench] = json.loads(path.read_text(encoding="utf-8"))
         except FileNotFoundError:
+            if bench in OPTIONAL_BENCHES:
+                continue
             raise CalibrationError(f"{path}: missing; the calibration needs {', '.join(BENCHES)}") from None
         except json.JSONDecodeError as err:
             raise CalibrationError(f"{path}: not valid JSON ({err})") from err
@@ -113,8 +119,13 @@ def fit_line(points: Iterable[tuple[float, float]]) -> tuple[float, float]:
 
 
 # ---- deriving ---------------------------------------------------------------------------------
-def derive(results: Mapping[str, dict]) -> list[Measurement]:
+def derive(results: Mapping[str, dict], reference: Mapping[str, dict] | None = None) -> list[Measurement]:
     """One ``Measurement`` per arch fact the suite measures.
+
+    ``reference``: the results of another GPU with the same SM (the H200 for the H100), used for
+    facts that ``results`` measured with a since-fixed method: the TMA latency of results recorded
+    before issue 21 sits on the wait loop's ~187-cycle poll grid, so it is taken from the reference's
+    unquantized records (tagged I, derived, not measured on this GPU).
 
     Raises
     ------
@@ -123,10 +134,11 @@ def derive(results: Mapping[str, dict]) -> list[Measurement]:
     """
     m: list[Measurement] = []
 
-    def add(section: str, key: str, value: float | int, how: str, bench: str) -> None:
+    def add(section: str, key: str, value: float | int, how: str, bench: str, from_reference: bool = False) -> None:
         if isinstance(value, float) and value.is_integer():
             value = int(value)  # 16.0 -> 16: whole numbers read as such in the TOML and in `twill archs`
-        m.append(Measurement(section=section, key=key, value=value, how=how, bench=bench))
+        m.append(Measurement(section=section, key=key, value=value, how=how, bench=bench,
+                             derived_from_reference=from_reference))
 
     # -- clock: the sustained SM clock with every tensor core busy
     sus = _one(results, "wgmma", kind="sustained")
@@ -139,6 +151,9 @@ def derive(results: Mapping[str, dict]) -> list[Measurement]:
         "the chip is under its power limit", "wgmma")
     device = results["wgmma"]["device"]
     add("chip", "sms", int(device["sms"]), "cudaDeviceProp.multiProcessorCount", "wgmma")
+    if device.get("l2_bytes"):
+        add("chip", "l2_mb", round(int(device["l2_bytes"]) / 2**20),
+            f"cudaDeviceProp.l2CacheSize = {int(device['l2_bytes'])} bytes", "wgmma")
 
     # -- tensor cores: sustained fp16 rate; bf16 and fp8 scaled by their measured ratio to fp16
     fp16 = float(sus["flops_per_clk_per_sm"])
@@ -207,16 +222,11 @@ def derive(results: Mapping[str, dict]) -> list[Measurement]:
         f"x {bench_clock:.0f}/{clock:.0f} MHz (informational: the cost model reads tma_bytes_per_clk)", "tma")
     add("chip", "hbm_tbps", round(gbs / 1e3, 2), f"{gbs:.0f} GB/s read by TMA on every SM at once (bytes over the "
         "slowest CTA's time)", "tma")
-    iso = [r for r in _records(results, "tma", kind="latency", source="L2", poll="try_wait")
-           if not r["swizzle_128b"] and r["bytes"] >= 16384]
-    intercept, slope = fit_line((r["bytes"] / 1024, float(r["cycles"]["median"])) for r in iso)
-    pts = ", ".join(f"{r['bytes'] // 1024} KiB {r['cycles']['median']:.0f}" for r in iso)
-    add("latencies", "tma", round(intercept * clock / bench_clock),
-        f"intercept of issue-to-mbarrier-complete latency vs size of one isolated load from L2 ({pts} cycles at "
-        f"{bench_clock:.0f} MHz; {intercept:.0f} + {slope:.1f}/KiB), x {clock:.0f}/{bench_clock:.0f} MHz", "tma")
+    _tma_latency(results, reference, clock, bench_clock, add)
 
     # -- synchronisation between warp groups
-    hand = {int(r["bytes"]): float(r["cycles_per_iter"]) for r in _records(results, "sync", kind="handoff")}
+    hand = {int(r["bytes"]): float(r["cycles_per_iter"]) for r in _records(results, "sync", kind="handoff")
+            if r.get("poll", "try_wait") == "try_wait"}
     if 0 not in hand or len(hand) < 3:
         raise CalibrationError("sync.json: the hand-off sweep needs 0 bytes and at least two sizes")
     add("sync", "mbarrier", round(hand[0] / 2, 1),
@@ -228,7 +238,15 @@ def derive(results: Mapping[str, dict]) -> list[Measurement]:
     add("sync", "handoff_fixed", round(fixed, 1),
         f"intercept of (round trip with B bytes - empty round trip) vs B, registers -> SMEM -> registers between "
         f"two warpgroups, 16-byte accesses ({sweep} cycles per round trip; empty {hand[0]:.0f})", "sync")
-    add("sync", "handoff_per_kib", round(per_kib, 2), f"slope of the same fit ({per_kib:.2f} cycles per KiB)", "sync")
+    hinted = {int(r["bytes"]): float(r["cycles_per_iter"]) for r in results["sync"].get("records", [])
+              if r.get("kind") == "handoff" and r.get("poll") == "try_wait_hint" and r.get("ok")}
+    note = ""
+    if 0 in hinted and len(hinted) >= 3:
+        hf, hs = fit_line((b / 1024, t - hinted[0]) for b, t in hinted.items() if b)
+        note = (f"; waiting with try_wait's suspend hint (CUTLASS): empty {hinted[0]:.0f}, {hf:.1f} + {hs:.2f}/KiB "
+                "(informational)")
+    add("sync", "handoff_per_kib", round(per_kib, 2), f"slope of the same fit ({per_kib:.2f} cycles per KiB){note}",
+        "sync")
     bar = _one(results, "sync", kind="bar_sync", threads=256)
     bar384 = _one(results, "sync", kind="bar_sync", threads=384)
     ping = _one(results, "sync", kind="bar_pingpong")
@@ -240,7 +258,127 @@ def derive(results: Mapping[str, dict]) -> list[Measurement]:
     add("sync", "wait_issue", round(float(wait["cycles_per_iter"]), 1),
         f"an mbarrier try_wait that finds its phase complete and the branch on its result, one after another "
         f"({wait['iters']} in a row): {wait['cycles_per_iter']:.1f} cycles each", "sync")
+    if "smem" in results:
+        _smem(results, add)
     return m
+
+
+def _is_unquantized(r: Mapping[str, Any]) -> bool:
+    """A TMA latency record timed with try_wait's suspend hint and no diagnostic mode (issue 21)."""
+    return (r.get("kind") == "latency" and int(r.get("suspend_hint_ns", 0)) >= SUSPEND_HINT_NS // 10
+            and not any(r.get(k) for k in ("watch", "dither", "busy", "legacy_loop")))
+
+
+def _l2_latency_points(results: Mapping[str, dict]) -> tuple[list[dict], bool]:
+    """Isolated L2 loads, unswizzled, >= 16 KiB: the unquantized records if there are any, else the old ones."""
+    recs = [r for r in results["tma"].get("records", []) if r.get("kind") == "latency" and r.get("source") == "L2"
+            and r.get("poll") == "try_wait" and not r.get("swizzle_128b") and r.get("bytes", 0) >= 16384]
+    fixed = [r for r in recs if _is_unquantized(r)]
+    chosen = fixed or [r for r in recs if "suspend_hint_ns" not in r
+                       or (r.get("legacy_loop") and not r.get("dither") and not r.get("suspend_hint_ns"))]
+    if not chosen:
+        raise CalibrationError("tma.json: no isolated L2 latency measurement; rerun bench/gpu/run_suite.py")
+    if not all(r.get("ok") for r in chosen):
+        raise CalibrationError("tma.json: an L2 latency measurement failed its self-check; a failed check reports "
+                               "no time (see its record)")
+    return sorted(chosen, key=lambda r: r["bytes"]), bool(fixed)
+
+
+def _percentile(values: list[float], q: float) -> float:
+    v = sorted(values)
+    return v[min(len(v) - 1, int(q * len(v)))]
+
+
+def _tma_latency(results: Mapping[str, dict], reference: Mapping[str, dict] | None, clock: float,
+                 bench_clock: float, add) -> None:
+    """``latencies.tma``: the intercept of latency vs size of one isolated load from L2."""
+    pts, fixed = _l2_latency_points(results)
+    source, from_ref = results, False
+    if not fixed and reference is not None:
+        ref_pts, ref_fixed = _l2_latency_points(reference)
+        if ref_fixed:
+            source, pts, from_ref = reference, ref_pts, True
+    src_clock = statistics.median(float(r["sm_clock_mhz"]["median"])
+                                  for r in source["tma"]["records"] if r.get("kind") == "throughput")
+    intercept, slope = fit_line((r["bytes"] / 1024, float(r["cycles"]["median"])) for r in pts)
+    if fixed or from_ref:
+        dist = "; ".join(
+            f"{r['bytes'] // 1024} KiB p10/p50/p90 {_percentile(r['cycles_raw'], .1):.0f}/"
+            f"{_percentile(r['cycles_raw'], .5):.0f}/{_percentile(r['cycles_raw'], .9):.0f} "
+            f"({len(set(r['cycles_raw']))} distinct values in {len(r['cycles_raw'])})" for r in pts)
+        legacy = [r for r in source["tma"]["records"] if r.get("kind") == "latency" and r.get("legacy_loop")
+                  and r.get("source") == "L2" and r.get("poll") == "try_wait" and not r.get("swizzle_128b")
+                  and not r.get("dither") and r.get("bytes", 0) >= 16384 and r.get("ok")]
+        was = ", ".join(f"{r['cycles']['median']:.0f}" for r in sorted(legacy, key=lambda r: r["bytes"]))
+        gaps = sorted({float(r["last_fail_gap"]["median"]) for r in source["tma"]["records"]
+                       if r.get("kind") == "latency" and r.get("ok") and not r.get("legacy_loop")
+                       and not r.get("suspend_hint_ns") and "last_fail_gap" in r})
+        grid = f" ({gaps[0]:.0f}-{gaps[-1]:.0f} cycles between polls measured)" if gaps else ""
+        how = (f"intercept of issue-to-mbarrier-complete latency vs size of one isolated load from L2, the waiting "
+               f"thread suspended by try_wait with CUTLASS's suspend hint (10 ms) so that it resumes when the phase "
+               f"completes ({dist}; {intercept:.0f} + {slope:.1f}/KiB at {src_clock:.0f} MHz), x {clock:.0f}/"
+               f"{src_clock:.0f} MHz. Polled without the hint, a pending mbarrier answers only every ~180-220 "
+               f"cycles{grid}, so the first runs' loop saw completions on that grid"
+               + (f" (rebuilt here: {was} cycles for the same sizes)" if was else "") + " (issue 21)")
+        if from_ref:
+            ref_gpu = reference["tma"].get("device", {}).get("name", "the reference GPU")
+            own = ", ".join(f"{r['bytes'] // 1024} KiB {r['cycles']['median']:.0f}"
+                            for r in _l2_latency_points(results)[0])
+            how = (f"derived, not measured on this GPU: {ref_gpu}'s measurement, same GH100 SM and TMA. This GPU's "
+                   f"own records are quantized ({own} cycles), and the unchanged suite gave the same three numbers "
+                   f"on the H200 (issue 21), within one poll period of the H200's unquantized ones: " + how)
+        add("latencies", "tma", round(intercept * clock / src_clock), how, "tma", from_ref)
+        return
+    pts_text = ", ".join(f"{r['bytes'] // 1024} KiB {r['cycles']['median']:.0f}" for r in pts)
+    add("latencies", "tma", round(intercept * clock / bench_clock),
+        f"intercept of issue-to-mbarrier-complete latency vs size of one isolated load from L2 ({pts_text} cycles at "
+        f"{bench_clock:.0f} MHz; {intercept:.0f} + {slope:.1f}/KiB), x {clock:.0f}/{bench_clock:.0f} MHz; QUANTIZED: "
+        "these records lie on the wait loop's ~187-cycle poll grid (issue 21), recalibrate or pass a reference",
+        "tma")
+
+
+def _smem(results: Mapping[str, dict], add) -> None:
+    """Shared-memory bandwidth per SM (LSU accesses) and what is left of it beside wgmma's operand reads."""
+    alone = [r for r in _records(results, "smem", kind="alone") if r["mem_warps"] >= 16]
+    best: dict[str, float] = {}
+    for r in alone:
+        best[r["op"]] = max(best.get(r["op"], 0.0), float(r["smem_bytes_per_clk_per_sm"]["median"]))
+    peak = statistics.median(best.values())
+    ops = ", ".join(f"{op} {v:.1f}" for op, v in best.items())
+    both = _records(results, "smem", kind="with_wgmma")
+    mma_alone = next(r for r in both if r["op"] == "none")
+    loads = [r for r in both if r["op"] in ("ld.shared.v4", "ldmatrix.x4")]
+    beside = statistics.median(float(r["smem_bytes_per_clk_per_sm"]["median"]) for r in loads)
+    mma_with = statistics.median(float(r["wgmma_flops_per_clk_per_sm"]["median"]) for r in loads)
+    opnd = statistics.median(float(r["wgmma_operand_bytes_per_clk_per_sm"]["median"]) for r in loads)
+    alone12 = {r["op"]: float(r["smem_bytes_per_clk_per_sm"]["median"])
+               for r in _records(results, "smem", kind="alone") if r["mem_warps"] == 12}
+    add("rates", "smem_bytes_per_clk", round(peak, 1),
+        f"shared-memory bytes per SM clock moved by ld/st.shared.v4, ldmatrix.x4 and stmatrix.x4 (16-32 warps of one "
+        f"CTA per SM, 512 B per warp instruction, no bank conflicts): median of each kind's best, {ops}", "smem")
+    add("rates", "smem_bytes_per_clk_beside_wgmma", round(beside, 1),
+        f"the same loads (12 warps; alone {', '.join(f'{k} {v:.1f}' for k, v in alone12.items())}) while a warpgroup "
+        f"runs wgmma m64n64k16 SS fp16 back to back: {beside:.1f} B/clk, and the wgmmas keep {mma_with:.0f} of "
+        f"their {float(mma_alone['wgmma_flops_per_clk_per_sm']['median']):.0f} FLOP/clk alone ({opnd:.0f} B/clk of "
+        f"SMEM operands counted at 4 KiB per instruction). Operand reads and LSU accesses together moved "
+        f"{opnd + beside:.0f} B/clk, more than the LSU path's {peak:.0f}: wgmma's operand reads do not draw on the "
+        "LSU budget, they take priority over it" + _bulk_beside_wgmma(results)
+        + " (informational: no built-in program's ops use SMEM bandwidth yet)", "smem")
+
+
+def _bulk_beside_wgmma(results: Mapping[str, dict]) -> str:
+    """TMA (bulk copy) writes into SMEM beside the same wgmmas, when smem.json measured them."""
+    recs = [r for r in results["smem"].get("records", []) if str(r.get("op", "")).startswith("cp.async.bulk")
+            and r.get("ok")]
+    alone = next((r for r in recs if r["kind"] == "alone"), None)
+    both = next((r for r in recs if r["kind"] == "with_wgmma"), None)
+    if not (alone and both):
+        return ""
+    return (f"; one thread's ring of 16 KiB TMA bulk copies from L2 on every SM: "
+            f"{float(alone['smem_bytes_per_clk_per_sm']['median']):.1f} B/clk alone, "
+            f"{float(both['smem_bytes_per_clk_per_sm']['median']):.1f} beside the wgmmas, which kept "
+            f"{float(both['wgmma_flops_per_clk_per_sm']['median']):.0f} FLOP/clk: TMA writes at that rate take "
+            "nothing from the operand reads")
 
 
 def _probe_clock(results: Mapping[str, dict]) -> float:
@@ -288,7 +426,14 @@ def _pairing(results: Mapping[str, dict]) -> str:
 
 
 # ---- writing ----------------------------------------------------------------------------------
-def _source(meas: Measurement, results: Mapping[str, dict], results_label: str) -> str:
+def _source(meas: Measurement, results: Mapping[str, dict], results_label: str,
+            reference: Mapping[str, dict] | None = None, reference_label: str = "") -> str:
+    if meas.derived_from_reference and reference is not None:
+        doc = reference[meas.bench]
+        gpu = doc.get("device", {}).get("name", "an unnamed GPU")
+        date = str(doc.get("date", "undated"))[:10]
+        return (f"I: from a measurement on {gpu}, {date}, bench/gpu/{meas.bench}.cu ({reference_label}/"
+                f"{meas.bench}.json): {meas.how}")
     doc = results[meas.bench]
     gpu = doc.get("device", {}).get("name", "an unnamed GPU")
     date = str(doc.get("date", "undated"))[:10]
@@ -296,7 +441,8 @@ def _source(meas: Measurement, results: Mapping[str, dict], results_label: str) 
 
 
 def calibrated_toml(results: Mapping[str, dict], base: Mapping[str, Any], *, name: str, description: str,
-                    results_label: str) -> str:
+                    results_label: str, reference: Mapping[str, dict] | None = None,
+                    reference_label: str = "") -> str:
     """The base arch (parsed TOML) with every measured fact replaced, as TOML text.
 
     Each replaced fact keeps the base's value and source under ``datasheet`` (the base's own
@@ -313,13 +459,15 @@ def calibrated_toml(results: Mapping[str, dict], base: Mapping[str, Any], *, nam
     """
     data = json.loads(json.dumps(base))  # a deep copy of plain TOML data
     data["name"], data["description"] = name, description
-    for meas in derive(results):
+    for meas in derive(results, reference):
         table = data.setdefault(meas.section, {})
         old = table.get(meas.key)
-        fact: dict[str, Any] = {"value": meas.value, "source": _source(meas, results, results_label)}
+        fact: dict[str, Any] = {"value": meas.value,
+                                "source": _source(meas, results, results_label, reference, reference_label)}
         if isinstance(old, dict) and "datasheet" in old:
             fact["datasheet"] = old["datasheet"]
-        elif isinstance(old, dict) and "value" in old and not str(old.get("source", "")).startswith("W:"):
+        elif (isinstance(old, dict) and "value" in old and not str(old.get("source", "")).startswith("W:")
+              and not str(old.get("source", "")).startswith("I: from a measurement on")):
             fact["datasheet"] = {"value": old["value"], "source": old.get("source", "")}
         table[meas.key] = fact
     gpu = results["wgmma"].get("device", {}).get("name", "a GPU")
@@ -330,6 +478,10 @@ def calibrated_toml(results: Mapping[str, dict], base: Mapping[str, Any], *, nam
               "# C community measurement, W measured on the GPU named, I arithmetic on tagged numbers.",
               "# Regenerate: twill calibrate --from-results DIR --base THIS_FILE --out THIS_FILE (format:",
               "# docs/arch-format.md; how each number is measured: docs/benchmarks.md, H100 calibration)."]
+    if reference is not None:
+        ref_gpu = reference["tma"].get("device", {}).get("name", "a reference GPU")
+        header.append(f"# Facts tagged I were derived from {ref_gpu}'s results ({reference_label}), passed as "
+                      f"--reference {reference_label}.")
     return "\n".join(header) + "\n" + _dump(data)
 
 

@@ -17,8 +17,8 @@ from types import ModuleType
 from typing import Any
 
 from twill.arch.model import Arch
+from twill.body_json import body_from_document, is_body_document
 from twill.errors import GraphError, ProgramError, TwillError
-from twill.frontend.body_json import body_from_document, is_body_document
 from twill.frontend.ddg_import import ddg_from_dict
 from twill.frontend.triton_compile import capability_for, compile_to_dump, read_launch
 from twill.frontend.ttgir import import_ttgir, read_ttgir

@@ -43,9 +43,10 @@ def from_schedule(problem: Problem, sched) -> Assignment:
                       regs={order[g.id]: g.regs_per_thread or 0 for g in sched.groups})
 
 
-def hint(v: ScheduleModel, a: Assignment) -> None:
-    """Hint ``v`` with ``a``'s starts, and its groups, warps and registers where it has them."""
-    for name, var in v.start.items():
+def hint(v: ScheduleModel, a: Assignment, starts: bool = True) -> None:
+    """Hint ``v`` with ``a``'s starts (unless ``starts`` is off: ``hint_rescaled`` gives them), and
+    its groups, warps and registers where it has them."""
+    for name, var in v.start.items() if starts else ():
         v.m.add_hint(var, a.starts[name])
     for name, var in v.group_of.items():
         if name in a.groups:  # none from a relaxation without warp groups

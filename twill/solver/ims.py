@@ -215,8 +215,10 @@ def _rec_mii(names: list[str], deps: list[_Dep]) -> int:
 
 
 def _schedule_at(ii: int, names: list[str], deps: list[_Dep], segments: Mapping[str, tuple[_Segment, ...]],
-                 capacity: Mapping[str, int], tails: Mapping[str, int], budget: int) -> dict[str, int] | None:
-    """One IterativeSchedule(II, budget) of Rau's paper; the issue cycle of every op, or None."""
+                 capacity: Mapping[str, int], tails: Mapping[str, int], budget: int,
+                 deadline: float | None = None) -> dict[str, int] | None:
+    """One IterativeSchedule(II, budget) of Rau's paper; the issue cycle of every op, or None
+    (also when ``time.monotonic()`` passes ``deadline``)."""
     heights = _heights(names, deps, tails, ii)
     if heights is None:
         return None
@@ -232,7 +234,7 @@ def _schedule_at(ii: int, names: list[str], deps: list[_Dep], segments: Mapping[
     previous: dict[str, int] = {}
     unscheduled = set(names)
     while unscheduled:
-        if budget <= 0:
+        if budget <= 0 or (deadline is not None and budget % 16 == 0 and time.monotonic() >= deadline):
             return None
         budget -= 1
         op = max(unscheduled, key=lambda n: (heights[n], -order[n]))
@@ -407,7 +409,7 @@ def iterative_modulo_schedule(problem: Problem, options: SolveOptions | None = N
     attempts: list[tuple[int, str]] = []
 
     def attempt(ii: int) -> Schedule | None:
-        starts = _schedule_at(ii, names, deps, segments, capacity, tails, budget)
+        starts = _schedule_at(ii, names, deps, segments, capacity, tails, budget, deadline)
         if starts is None:
             attempts.append((ii, "budget exhausted"))
             return None

@@ -11,6 +11,7 @@ an interval at offset p in [0, II) is placed twice, at p and at p - II, and a pl
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, fields, replace
 
@@ -507,10 +508,22 @@ def add_register_average(v: ScheduleModel) -> None:
             m.add(sum(terms) <= capacity)
 
 
+_AUTOMORPHISMS: dict[int, tuple[Problem, int, list[dict[str, str]]]] = {}  # id(problem) -> (problem, limit, σs)
+
+
 def automorphisms(problem: Problem, limit: int = 64) -> list[dict[str, str]]:
     """Automorphisms σ of the loop body other than the identity: maps op -> identical op (same
     costs, units, footprints) that carry edges to identical edges. Two sub-tiles of FlashAttention
-    are one. At most ``limit`` are enumerated (networkx's VF2 matcher)."""
+    are one. At most ``limit`` are enumerated (networkx's VF2 matcher), once per problem: the
+    search builds many models of one problem.
+
+    VF2 alone backtracks through thousands of partial maps on bodies with many identical
+    sub-tiles (16 in fa_bwd: 30 s). Ops are therefore first coloured by Weisfeiler-Lehman
+    refinement, an isomorphism invariant, so ops VF2 may map onto each other share a colour and no
+    automorphism is lost."""
+    cached = _AUTOMORPHISMS.get(id(problem))
+    if cached is not None and cached[0] is problem and cached[1] == limit:
+        return cached[2]
     import networkx as nx
     from networkx.algorithms import isomorphism
 
@@ -519,11 +532,21 @@ def automorphisms(problem: Problem, limit: int = 64) -> list[dict[str, str]]:
         g.add_node(op.name, key=tuple(getattr(op, f.name) for f in fields(op) if f.name not in ("name", "ref")))
     for e in problem.edges:
         g.add_edge(e.src, e.dst, sig=tuple(getattr(e, f.name) for f in fields(e) if f.name not in ("src", "dst")))
+    simple = nx.DiGraph()
+    simple.add_nodes_from((n, {"label": repr(d["key"])}) for n, d in g.nodes(data=True))
+    for a, b in {(a, b) for a, b in g.edges()}:
+        simple.add_edge(a, b, label=repr(sorted(repr(d["sig"]) for d in g.get_edge_data(a, b).values())))
+    with warnings.catch_warnings():  # networkx >= 3.5 notes that directed hashes changed; any version is exact here
+        warnings.simplefilter("ignore", UserWarning)
+        hashes = nx.weisfeiler_lehman_subgraph_hashes(simple, edge_attr="label", node_attr="label", iterations=3)
+    colour = {n: h[-1] for n, h in hashes.items()}
+    for n in g.nodes:
+        g.nodes[n]["colour"] = (g.nodes[n]["key"], colour[n])
 
     def same_edges(a: dict, b: dict) -> bool:
         return sorted(repr(d["sig"]) for d in a.values()) == sorted(repr(d["sig"]) for d in b.values())
 
-    matcher = isomorphism.MultiDiGraphMatcher(g, g, node_match=lambda a, b: a["key"] == b["key"],
+    matcher = isomorphism.MultiDiGraphMatcher(g, g, node_match=lambda a, b: a["colour"] == b["colour"],
                                               edge_match=same_edges)
     out = []
     for k, sigma in enumerate(matcher.isomorphisms_iter()):
@@ -531,6 +554,9 @@ def automorphisms(problem: Problem, limit: int = 64) -> list[dict[str, str]]:
             break
         if any(a != b for a, b in sigma.items()):
             out.append(dict(sigma))
+    if len(_AUTOMORPHISMS) >= 16:
+        _AUTOMORPHISMS.clear()
+    _AUTOMORPHISMS[id(problem)] = (problem, limit, out)
     return out
 
 

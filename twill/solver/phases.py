@@ -126,11 +126,10 @@ class Phase:
 
 # -- the memory relaxation --------------------------------------------------------------------
 
-MEMORY = Budget(share=1 / 8, at_least=5.0, attempt=3.0)  # its proofs are heavy-tailed in the seed: restarts
+MEMORY = Budget(share=1 / 6, at_least=8.0, attempt=3.0)  # its proofs are heavy-tailed in the seed: restarts
 WHOLE_WINDOW_ATTEMPT = 2.0  # one short try at the whole window first: it refutes empty windows
 CLIMB = Budget(share=0.0, at_least=2.0, attempt=0.5)  # one fixed-II probe of the climb, in short restarts
 CLIMB_RETRY = 4.0  # a probe halving down from a schedule, undecided, once more with other seeds
-CLIMB_REFUTE = 1.0  # after each schedule, one short try at refuting the range below it
 COMPLETE = Budget(share=1 / 8, at_least=10.0, attempt=1.5)  # a relaxation's schedule completed in the full model
 
 
@@ -185,10 +184,18 @@ def memory_bound(ctx: Context, w: Window, until: float) -> tuple[int, Assignment
 def _climb(ctx: Context, w: Window, best: Assignment | None, until: float) -> tuple[Assignment | None, int]:
     """(the memory relaxation's least-II schedule found by fixed-II probes, the least II not ruled
     out): probes at lo, lo + s, lo + 3s, lo + 7s, ... (s = width / 32) until one has a schedule,
-    then halving the gap to the highest probe without one; after each schedule the range below it
-    is refuted in one short attempt, and once the gap is closed, in full. ``best`` caps the climb."""
+    then halving the gap to the highest probe without one; once the gap is closed, the range below
+    the least schedule is refuted. ``best`` caps the climb. With a full schedule in hand
+    (``Context.upper``) the first probe is at hi, from it: the halving then starts from a schedule."""
     lo, hi = w.lo, w.hi
     step, failed, k = max(1, (hi - lo + 1) // 32), lo - 1, 0
+    if best is None and ctx.upper is not None and ctx.upper.ii > hi:
+        # from the top: the best full schedule moved to hi is a short repair, and the halving
+        # below then starts from a schedule (moving it far down at once is not)
+        m, s, status, _ = _memory_solve(ctx, hi, hi, min(until, ctx.work.until(CLIMB.at_least)),
+                                        attempt=CLIMB.attempt, near=ctx.upper)
+        if status in FEASIBLE:
+            best = hints.read(m, s.value)
     while best is None or failed + 1 < best.ii:
         if ctx.work.spent >= until or ctx.work.left() <= 0:
             return best, lo
@@ -197,10 +204,10 @@ def _climb(ctx: Context, w: Window, best: Assignment | None, until: float) -> tu
             k += 1
         else:
             probe = (failed + best.ii) // 2
-        # from the least schedule found so far, or from the best full schedule, moved to the probe's II:
-        # a schedule a few cycles away is a short repair, a cold search at one II is heavy-tailed
+        # from the least schedule found so far moved to the probe's II: a schedule a few cycles away
+        # is a short repair, a cold search at one II is heavy-tailed in the seed
         m, s, status, _ = _memory_solve(ctx, probe, probe, min(until, ctx.work.until(CLIMB.at_least)),
-                                        attempt=CLIMB.attempt, near=best or ctx.upper)
+                                        attempt=CLIMB.attempt, near=best)
         if status == cp_model.UNKNOWN and best is not None:
             # halving from a schedule, an undecided probe may well hold the optimum: once more, longer
             m, s, status, _ = _memory_solve(ctx, probe, probe, min(until, ctx.work.until(CLIMB_RETRY)),
@@ -211,9 +218,6 @@ def _climb(ctx: Context, w: Window, best: Assignment | None, until: float) -> tu
                 return None, lo
             continue
         best = hints.read(m, s.value)
-        if lo < best.ii and _memory_solve(ctx, lo, best.ii - 1, min(until, ctx.work.until(CLIMB_REFUTE)))[2] \
-                == cp_model.INFEASIBLE:
-            return best, best.ii
     refuted = lo >= best.ii or _memory_solve(ctx, lo, best.ii - 1, until)[2] == cp_model.INFEASIBLE
     return best, best.ii if refuted else lo
 
@@ -489,7 +493,7 @@ def descent(ctx: Context, w: Window, budget: Budget) -> Outcome:
     while failed + 1 < best.ii and ctx.work.spent < until and ctx.work.left() > 0:
         probe = (failed + best.ii) // 2
         v = build_model(ctx.problem, ctx.options, probe, probe)
-        hints.hint(v, best)
+        hints.hint(v, best, starts=False)
         hints.hint_rescaled(v, best, probe)
         s = ctx.solver(min(budget.attempt, until - ctx.work.spent))
         if s.solve(v.m) in FEASIBLE:

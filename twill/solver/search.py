@@ -44,7 +44,9 @@ from twill.solver.phases import (
     refute_below,
 )
 from twill.solver.run import Budget, Progress, Work
+from twill.solver.sequential import sequential_witness
 from twill.solver.strategies import producer_consumer_split
+from twill.validate import validate
 
 __all__ = ["solve"]
 
@@ -52,7 +54,9 @@ MODULO = Budget(share=0.05, at_least=2.0)  # the pure modulo optimum, a lower bo
 CONSTRUCT = Budget(share=0.0, at_least=2.0)  # a constructive first schedule, per attempt
 ADOPT = Budget(share=0.0, at_least=10.0)  # the heuristic's schedule as a solution of the full model
 CANONICAL = Budget(share=0.0, at_least=5.0)  # the canonical pass (2 units when it starts warm)
+Value = Callable[[cp_model.LinearExprT], int]  # a solver's value function: variables and linear expressions
 RESERVE = 0.1  # of the work kept for the secondary objectives once a schedule is in hand
+STALL = 1.0  # units: a secondary objective stops after a slice this long that did not improve it
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,7 +97,7 @@ def solve(problem: Problem, options: SolveOptions | None = None) -> Schedule:
     cap = sequential_ii(problem) if incumbent is None else incumbent.ii - 1
     if incumbent is not None:
         ctx.upper = hints.from_schedule(problem, incumbent)
-        ctx.report(f"heuristic schedule (Rau's IMS) at II {incumbent.ii}: the search looks below it")
+        ctx.report(f"first schedule, from {_source(incumbent)}, at II {incumbent.ii}: the search looks below it")
     lb, why = _modulo_floor(ctx, lb, why, cap)
     fallback = _construct(ctx, lb, cap) if incumbent is None else None
     if fallback is not None:
@@ -119,8 +123,9 @@ def solve(problem: Problem, options: SolveOptions | None = None) -> Schedule:
 
 def _modulo_floor(ctx: Context, lb: int, why: str, cap: int) -> tuple[int, str]:
     """The joint problem only adds constraints to pure modulo scheduling, so the proven modulo
-    optimum (or CP-SAT's bound on it) is a lower bound of the joint II."""
-    if ctx.options.swp_only or cap < lb:
+    optimum (or CP-SAT's bound on it) is a lower bound of the joint II. Where TMEM binds, the memory
+    relaxation (pure modulo scheduling plus TMEM) runs on every window instead, a stronger bound."""
+    if ctx.options.swp_only or ctx.memory or cap < lb or ctx.work.left() <= 0:
         return lb, why
     v = build_model(ctx.problem, replace(ctx.options, swp_only=True), lb, cap)
     v.m.minimize(v.ii)
@@ -141,7 +146,7 @@ def _construct(ctx: Context, lb: int, cap: int) -> Found | None:
     """A first schedule where the heuristic has none: the full model at the cap (one iteration at a
     time fits whenever any schedule does), satisfied with Triton's producer/consumer split pinned,
     else with groups free. Easy models: no optional intervals, no II to minimise."""
-    if cap < lb:
+    if cap < lb or ctx.work.left() <= 0:
         return None
     p, o = ctx.problem, ctx.options
     strategies = [o] if o.swp_only or o.fixed_groups else [replace(o, fixed_groups=producer_consumer_split(p)), o]
@@ -235,7 +240,7 @@ def _finish(ctx: Context, found: Found, optimal: bool, floor: int, lb: int, why:
     values: dict[str, int] = {"ii": ii}
     proven: dict[str, bool] = {"ii": optimal}
     v.m.add(v.ii == ii)
-    solution = hints.solution_of(found.solver)
+    solution, last_value = hints.solution_of(found.solver), found.solver.value
     for name in o.objective[1:]:
         if name not in v.objective_terms:
             continue
@@ -243,21 +248,43 @@ def _finish(ctx: Context, found: Found, optimal: bool, floor: int, lb: int, why:
             break  # out of work: the remaining objectives keep the values the last solution has
         if name == "length":
             v.release_anchor()  # starts count from 0: a rotation changes the length
-        hints.hint_solution(v, solution)
-        v.m.minimize(v.objective_terms[name])
-        s = ctx.solver(o.phase_limit)
-        status = s.solve(v.m, Progress(o.progress, name, ctx.work))
-        if status not in FEASIBLE:
+        found = _minimise(ctx, v, name, solution)
+        if found is None:
             break
-        values[name], proven[name] = int(s.objective_value), status == cp_model.OPTIMAL
+        values[name], proven[name], solution, last_value = found
         v.m.add(v.objective_terms[name] <= values[name])
-        solution = hints.solution_of(s)
         ctx.report(f"{name} = {values[name]} ({'proven' if proven[name] else 'best found'})")
     all_proven = optimal and all(proven.get(n, False) for n in o.objective[1:] if n in v.objective_terms)
-    final, value = _canonical(ctx, ii, values, v, solution, warm=not all_proven)
+    final, value = _canonical(ctx, ii, values, v, solution, last_value, warm=not all_proven)
     proof = _proof(optimal, ii, lb, floor, why, ctx.work.cut)
     ctx.report(f"done: II {ii} ({'optimal' if optimal else 'feasible'}), {ctx.work.spent:.1f} units of work")
     return replace(_extract(p, o, final, value, optimal, floor, proof, proven, ctx.work.seconds()), work=ctx.work.spent)
+
+
+def _minimise(ctx: Context, v: ScheduleModel, name: str, solution: list[int]) -> tuple[int, bool, list[int], Value] | None:
+    """Minimise objective ``name`` from ``solution`` in slices of ``STALL`` units, within
+    ``--phase-limit``: (value, proven, solution, its value function), or None when no slice finds
+    a solution. A slice
+    that does not improve on the last ends the phase ("best found"): CP-SAT often finds the best
+    register budget at once and then spends any budget failing to close the bound. Slices of
+    deterministic work keep this reproducible, where a clock-based stall would not be."""
+    o = ctx.options
+    v.m.minimize(v.objective_terms[name])
+    until, best = ctx.work.until(o.phase_limit), None
+    while ctx.work.spent < until and ctx.work.left() > 0:
+        hints.hint_solution(v, solution)
+        s = ctx.solver(min(STALL, until - ctx.work.spent))
+        status = s.solve(v.m, Progress(o.progress, name, ctx.work))
+        if status not in FEASIBLE:
+            break
+        value = int(s.objective_value)
+        if best is not None and value >= best[0] and status != cp_model.OPTIMAL:
+            break
+        best = value, status == cp_model.OPTIMAL, hints.solution_of(s), s.value
+        solution = best[2]
+        if best[1]:
+            break
+    return best
 
 
 def _no_schedule(problem: Problem, options: SolveOptions, result: _IIResult, cap: int) -> InfeasibleError:
@@ -271,26 +298,39 @@ def _no_schedule(problem: Problem, options: SolveOptions, result: _IIResult, cap
 
 
 def _heuristic_incumbent(problem: Problem, options: SolveOptions, lb: int, work: Work) -> Schedule | None:
-    """A validated schedule from Rau's iterative modulo scheduling (``twill.solver.ims``), or None.
+    """A validated first schedule without a solver: Rau's iterative modulo scheduling
+    (``twill.solver.ims``) or, where it finds none, the sequential schedule
+    (``twill.solver.sequential``); None when neither holds.
 
     It bounds the search from above (windows stop below its II) and is the answer when the budget
     runs out before CP-SAT finds anything. Not for a baseline strategy or an ablation whose
-    restriction (fixed groups, one stage, no hand-off) the heuristic does not obey; it does obey
-    a warp cap (``max_warps``), and the cap is checked again on its schedule.
+    restriction (fixed groups, one stage, no hand-off) the heuristics do not obey; they do obey a
+    warp cap (``max_warps``), and the cap is checked again on their schedules.
     """
     if options.fixed_groups or options.single_stage or options.no_handoff:
         return None
     from twill.solver.ims import ims_swp, ims_triton_split  # a peer of the solver: imported on use
 
     result = (ims_swp if options.swp_only else ims_triton_split)(problem, options, deadline=work.deadline)
-    if work.check_wall():
-        return None  # the cap cut the heuristic: a schedule from it would depend on the machine's load
-    sched = result.schedule
-    if sched is None or len(sched.groups) > options.max_groups or sched.ii < lb:
-        return None
-    if options.max_warps is not None and sum(g.warps for g in sched.groups) > options.max_warps:
-        return None
-    return sched
+    # where the cap cut the heuristic, its schedule would depend on the machine's load
+    heuristic = None if work.check_wall() else result.schedule
+    for sched in (heuristic, _sequential(problem, options)):
+        if sched is None or len(sched.groups) > options.max_groups or sched.ii < lb:
+            continue
+        if options.max_warps is not None and sum(g.warps for g in sched.groups) > options.max_warps:
+            continue
+        return sched
+    return None
+
+
+def _source(sched: Schedule) -> str:
+    return "Rau's IMS heuristic" if sched.proof.startswith("heuristic") else "the sequential schedule"
+
+
+def _sequential(problem: Problem, options: SolveOptions) -> Schedule | None:
+    """The sequential schedule where the validator accepts it (its footprints may not fit)."""
+    sched = sequential_witness(problem, swp_only=options.swp_only)
+    return None if validate(problem, sched) else sched
 
 
 def _adopt(ctx: Context, incumbent: Schedule) -> Found | None:
@@ -306,7 +346,7 @@ def _adopt(ctx: Context, incumbent: Schedule) -> Found | None:
 
 def _as_result(incumbent: Schedule, optimal: bool, floor: int, lb: int, why: str, work: Work) -> Schedule:
     """The heuristic's own schedule, labelled with what the search proved."""
-    proof = _proof(optimal, incumbent.ii, lb, floor, why, work.cut) + " (schedule from Rau's IMS heuristic)"
+    proof = _proof(optimal, incumbent.ii, lb, floor, why, work.cut) + f" (schedule from {_source(incumbent)})"
     return replace(incumbent, status="optimal" if optimal else "feasible",
                    ii_lower_bound=incumbent.ii if optimal else floor, proof=proof, solve_seconds=work.seconds())
 
@@ -319,14 +359,14 @@ def _fixed(problem: Problem, options: SolveOptions, ii: int, fixed: dict[str, in
 
 
 def _canonical(ctx: Context, ii: int, values: dict[str, int], last: ScheduleModel, solution: list[int],
-               warm: bool = False) -> tuple[ScheduleModel, Callable[[cp_model.IntVar], int]]:
+               last_value: Value, warm: bool = False) -> tuple[ScheduleModel, Value]:
     """The canonical schedule among those meeting every objective value. Ties are broken towards
     issuing each op as late as the length allows and each variable-latency load as early as
     possible, keeping results close to their readers and loads ahead of theirs.
 
     ``warm``: some objective value is only the best found, so the pass starts from the last
     solution (a short, easy solve) instead of searching cold for a schedule meeting values that
-    were hard to reach. When the pass finds nothing, the last solution stands."""
+    were hard to reach. When the pass finds nothing, the last solution (``last_value``) stands."""
     p = ctx.problem
     if not ctx.work.cut:
         v = _fixed(p, ctx.options, ii, values)
@@ -338,7 +378,7 @@ def _canonical(ctx: Context, ii: int, values: dict[str, int], last: ScheduleMode
         s = ctx.solver(2.0 if warm else CANONICAL.units(ctx.options.work))
         if s.solve(v.m) in FEASIBLE and not ctx.work.cut:
             return v, s.value
-    return last, lambda x: solution[x.index]
+    return last, last_value
 
 
 def _proof(optimal: bool, ii: int, lb: int, floor: int, why: str, cut: bool = False) -> str:
@@ -351,7 +391,7 @@ def _proof(optimal: bool, ii: int, lb: int, floor: int, why: str, cut: bool = Fa
     return f"optimal: every II in [{lb}, {ii - 1}] is proven infeasible by CP-SAT (lower bound {lb}: {why})"
 
 
-def _extract(problem: Problem, options: SolveOptions, v: ScheduleModel, value: Callable[[cp_model.IntVar], int],
+def _extract(problem: Problem, options: SolveOptions, v: ScheduleModel, value: Value,
              optimal: bool, floor: int, proof: str, proven: dict[str, bool], seconds: float) -> Schedule:
     groups = {op.name: int(value(v.group_of[op.name])) for op in problem.ops} if v.joint else {}
     labels = set(groups.values())

@@ -1,10 +1,9 @@
 """Save and read a ``LoopBody`` as a graph file (``twill.body/1``, the format schedules embed).
 
 ``twill import`` writes an imported Triton loop this way, and every command reads it back as a
-PROGRAM (``twill show graph.json``), so a kernel is compiled once and scheduled many times. The
-format is the one ``twill.schedule.body_to_dict`` writes inside a schedule file; it lives here too
-because the front end sits below the schedule layer (tests/test_layering.py), and
-tests/test_frontend_triton.py checks that both write the same document.
+PROGRAM (``twill show graph.json``), so a kernel is compiled once and scheduled many times; a
+schedule file embeds its loop body in the same format. It sits beside the IR, below both the front
+end and the schedule (tests/test_layering.py).
 """
 
 from __future__ import annotations
@@ -29,11 +28,21 @@ def body_document(body: LoopBody) -> dict[str, Any]:
         d = asdict(o)
         d["uses"] = [asdict(u) for u in o.uses]
         d["issuer"] = o.issuer.value
+        if not o.waits:
+            del d["waits"]  # fields at their default are left out: older files stay byte-identical
         return d
 
-    return {"format": BODY_FORMAT, "name": body.name, "params": dict(body.params), "trip_count": body.trip_count,
-            "ops": [op(o) for o in body.ops],
-            "edges": [{**asdict(e), "carrier": e.carrier.value} for e in body.edges]}
+    def edge(e: Edge) -> dict[str, Any]:
+        d = {**asdict(e), "carrier": e.carrier.value}
+        if e.cross_latency is None:
+            del d["cross_latency"]
+        return d
+
+    out = {"format": BODY_FORMAT, "name": body.name, "params": dict(body.params), "trip_count": body.trip_count,
+           "ops": [op(o) for o in body.ops], "edges": [edge(e) for e in body.edges]}
+    if body.static_smem:
+        out["static_smem"] = body.static_smem
+    return out
 
 
 def is_body_document(data: Any) -> bool:
@@ -48,7 +57,7 @@ def body_from_document(d: Any, where: str = "graph") -> LoopBody:
         ops = tuple(Op(**{**o, "uses": tuple(Use(**u) for u in o["uses"]), "issuer": Issuer(o["issuer"])})
                     for o in d["ops"])
         edges = tuple(Edge(**{**e, "carrier": Carrier(e["carrier"])}) for e in d["edges"])
-        return LoopBody(str(d["name"]), ops, edges, d.get("params", {}), d.get("trip_count"))
+        return LoopBody(str(d["name"]), ops, edges, d.get("params", {}), d.get("trip_count"), d.get("static_smem", 0))
     except (KeyError, TypeError, ValueError, AttributeError) as err:
         raise GraphError(f"{where}: malformed loop body ({type(err).__name__}: {' '.join(str(err).split())[:200]})") from None
 

@@ -97,3 +97,8 @@ def _subtile(b: LoopBuilder, arch: Arch, s: str, rows: int, n: int, d: int, dtyp
     dq_val = _read(b, arch, f"dq{s}", rows, d, tmem)
     b.add(ops.tma_store(arch, f"store_dq{s}", rows * d * 4, kind="reduce"))
     b.edge(dq_val, f"store_dq{s}", blocking=blocking_reg)
+
+
+def flops(block_m: int, block_n: int, head_dim: int, **_) -> int:
+    """Useful tensor-core FLOPs of one iteration: five GEMMs (S, dP, dV, dK, dQ), 2·m·n·k each."""
+    return 5 * 2 * block_m * block_n * head_dim

@@ -255,3 +255,9 @@ _SOFTMAX = ("lds", "rowmax", "max", "alpha", "exc", "stp", "rowsum")
 def _tile(name: str) -> int:
     """The Q tile an op belongs to: the first digit after its role prefix (exc1_3 -> 1)."""
     return int(next(c for c in name if c.isdigit()))
+
+
+def flops(block_m: int, block_n: int, head_dim: int, **_) -> int:
+    """Useful tensor-core FLOPs of one iteration: Q·Kᵀ and P·V, 2·m·n·k each (FlashAttention's
+    convention), so `twill sweep` ranks tile shapes by work per cycle, not by cycles alone."""
+    return 2 * 2 * block_m * block_n * head_dim

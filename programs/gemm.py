@@ -39,3 +39,8 @@ def build(arch: Arch, block_m: int, block_n: int, block_k: int, dtype: str, subt
         carrier = Carrier.TMEM if mma.tmem_cols else Carrier.REGISTERS
         b.edge(name, name, latency=mma.busy_cycles, distance=1, carrier=carrier, in_place=True)
     return b.build()
+
+
+def flops(block_m: int, block_n: int, block_k: int, **_) -> int:
+    """Useful tensor-core FLOPs of one iteration: one (block_m x block_k) @ (block_k x block_n) MMA."""
+    return 2 * block_m * block_n * block_k

@@ -10,6 +10,7 @@ import argparse
 import sys
 import time
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from twill.errors import TwillError
@@ -37,6 +38,7 @@ EPILOG = """examples:
   twill simulate fa_fwd.json --iterations 16 --trace fa_fwd.trace.json
   twill estimate fa_fwd.json --batch 2 --heads 16 --seqlen 8192
   twill calibrate --from-results bench/results/h100 --out my_h100.toml
+  twill sweep fa_fwd --arch h100 -p subtiles=1,2 -p block_n=64,128 -p head_dim=64,128 -j 2
 """
 
 
@@ -179,15 +181,20 @@ def _fixed_groups(text: str | None, ops: list[str] | None = None) -> tuple[tuple
     return tuple(out)
 
 
-def _options(args: argparse.Namespace, problem: Problem | None = None):
+def _options(args: argparse.Namespace, from_start: bool = False, problem: Problem | None = None):
+    """The solve options of the command line. ``from_start``: the wall-clock cap counts from the
+    command's start (one solve); otherwise it is per solve (``compare``'s strategies, ``sweep``'s
+    points, whose cache key must not move with start-up time). ``problem``: its op names, for a
+    ``--groups`` pattern assignment."""
     if not args.time_limit > 0:
         raise TwillError(f"--time-limit {args.time_limit:g}: must be a positive number of seconds")
+    spent = time.monotonic() - _STARTED + _OUTPUT if from_start else 0.0
     ops = [op.name for op in problem.ops] if problem is not None else None
     return SolveOptions(
         objective=tuple(x.strip() for x in args.objective.split(",")),
         swp_only=args.swp_only,
         # the work budget follows the cap the user gave; the cap itself is what is left of it
-        time_limit=max(0.1, args.time_limit - (time.monotonic() - _STARTED) - _OUTPUT),
+        time_limit=max(0.1, args.time_limit - spent),
         work_limit=args.work_limit if args.work_limit is not None else default_work(args.time_limit),
         phase_limit=args.phase_limit,
         workers=args.workers,
@@ -238,7 +245,7 @@ def cmd_solve(args: argparse.Namespace) -> int:
     problem = _problem(args)
     if getattr(args, "solver", "cpsat") == "z3":
         from twill.solver.z3_backend import solve_z3 as solve
-    options = _options(args, problem)
+    options = _options(args, from_start=True, problem=problem)
     unknown = sorted({name for name, _ in options.fixed_groups} - {op.name for op in problem.ops})
     if unknown:
         raise TwillError(f"--groups names {', '.join(unknown)}, not ops of {problem.body.name} "
@@ -447,6 +454,97 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _default_cache() -> str:
+    """``$XDG_CACHE_HOME/twill/sweep`` (``~/.cache/twill/sweep``): results outlive the shell."""
+    import os
+    from pathlib import Path
+
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return str(Path(base) / "twill" / "sweep")
+
+
+def _sweep_rows(result, names: tuple[str, ...]) -> list[list[str]]:
+    """The ranked table: one row per point, throughput as a range where the II is not proven."""
+    rows = []
+    for n, r in enumerate(result.ranked, 1):
+        if r.tflops is not None:
+            tflops = f"{r.tflops:.0f}" if r.status == "optimal" else f"{r.tflops:.0f}-{r.tflops_bound:.0f}"
+        else:
+            tflops = f"<={r.tflops_bound:.0f}" if r.tflops_bound else "-"
+        binds = r.binds if r.ii is None or r.static_bound is None or r.ii <= r.static_bound else \
+            f"joint constraints (static bound {r.static_bound}: {r.binds})"
+        status = r.status + ("*" if r.status == "optimal" and not r.objectives_proven else "")
+        rows.append([str(n), r.label(names), status, str(r.ii or "-"), str(r.bound or "-"), tflops,
+                     "-" if r.regs is None else str(r.regs), "-" if r.smem_bytes is None else f"{r.smem_bytes // 1024}",
+                     "-" if r.groups is None else f"{r.groups}/{r.warps}",
+                     "cache" if r.cached else f"{r.seconds:.1f}",
+                     r.message if r.status in ("error", "invalid") else binds or r.message])
+    return rows
+
+
+def cmd_sweep(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from twill.sweep.cache import ResultCache
+    from twill.sweep.engines import make_engine
+    from twill.sweep.run import sweep_grid
+    from twill.sweep.source import ProgramSource
+    from twill.sweep.space import parse_space
+
+    arch = _arch(args.arch)
+    source = ProgramSource(args.program, args.launch)
+    if source.is_fixed_graph and args.param:
+        raise TwillError(f"program {args.program!r}: a graph or TTGIR file takes no parameters")
+    space = parse_space(args.param, source.parameters())
+    if args.plot and Path(args.plot).suffix.lower() not in (".png", ".svg", ".pdf"):
+        raise TwillError(f"--plot {args.plot}: the plot must be a .png, .svg or .pdf file")  # before hours of solves
+    options = replace(_options(args), progress=None)
+    engine = make_engine(args.jobs, args.cluster)
+    cache = ResultCache(None if args.no_cache else (args.cache or _default_cache()))
+    report = None if args.quiet else (lambda msg: print(msg, file=sys.stderr, flush=True))
+    if args.budget is not None and args.budget < space.size:
+        from twill.sweep.tune import sweep_tuned
+
+        result = sweep_tuned(source, arch, space, options, budget=args.budget, batch=args.batch,
+                             seed=args.seed, engine=engine, cache=cache, report=report)
+        how = f"{len(result.ranked)} of {space.size} points, chosen by Optuna TPE (seed {args.seed})"
+    else:
+        result = sweep_grid(source, arch, space, options, engine=engine, cache=cache, report=report)
+        how = f"{space.size} point{'s' if space.size != 1 else ''}"
+    names = space.shown
+    print(f"{result.program} on {result.arch}: {how}; {result.solved} solved on {engine.name}, "
+          f"{result.from_cache} from the cache; per point: {options.time_limit:g} s cap, {options.work:g} work units, "
+          f"{options.workers or 'all'} CP-SAT worker(s)")
+    print(_table(_sweep_rows(result, names), ["rank", " ".join(names) or "point", "status", "II", "bound",
+                                              "TFLOP/s", "regs", "SMEM KiB", "groups/warps", "seconds", "binds"]))
+    print("TFLOP/s: useful FLOPs per iteration / II, on every SM at the arch's clock (a range: II not proven, up to "
+          "the bound)")
+    if any(r.status == "optimal" and not r.objectives_proven for r in result.ranked):
+        print("optimal*: II proven; a secondary objective (groups, hand-offs, registers, length) stopped at its phase "
+              "limit, so its registers and SMEM may not be minimal")
+    best = result.best
+    if best is not None:
+        print(f"best: {best.label(names)} at II {best.ii} ({best.status}), {best.tflops:.0f} TFLOP/s")
+    if args.json:
+        _write_sweep_json(result, args.json)
+        print(f"wrote {args.json}")
+    if args.plot:
+        from twill.sweep.plot import plot_sweep
+
+        print(f"wrote {plot_sweep(result, args.plot)}")
+    return 0
+
+
+def _write_sweep_json(result, path: str) -> None:
+    import json
+    from dataclasses import asdict
+    from pathlib import Path
+
+    rows = [{**asdict(r), "params": dict(r.params)} for r in result.ranked]
+    doc = {"format": "twill.sweep/1", "program": result.program, "arch": result.arch, "points": rows}
+    Path(path).write_text(json.dumps(doc, indent=1, default=repr) + "\n", encoding="utf-8")
+
+
 # -- parser -----------------------------------------------------------------------------------
 def _program_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("program", help="built-in program name (see 'twill programs'), a .py file, a graph .json, a "
@@ -575,6 +673,40 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--reference", metavar="DIR", help="results of a GPU with the same SM, for facts the results "
                    "measured with a since-fixed method (the TMA latency recorded before issue 21); tagged I")
     p.set_defaults(func=cmd_calibrate)
+
+    p = sub.add_parser("sweep", help="solve a grid of program parameters (tile sizes, sub-tiling) and rank the "
+                       "points by predicted throughput")
+    p.add_argument("program", help="built-in program name, a .py program, a Triton kernel file.py:kernel (with "
+                   "--launch; its constexprs, num_warps and num_stages are the parameters), or a graph/.ttgir file "
+                   "(no parameters)")
+    p.add_argument("--launch", metavar="LAUNCH.toml", help="launch description of a Triton kernel (docs/frontend.md)")
+    p.add_argument("--arch", "-a", required=True, help="arch name (see 'twill archs') or a .toml file")
+    p.add_argument("--param", "-p", action="append", default=[], metavar="NAME=V1,V2,...",
+                   help="values to try for a program parameter, e.g. -p block_n=64,128 (repeatable; others keep "
+                        "their defaults)")
+    p.add_argument("--jobs", "-j", type=int, default=1, help="parallel solves (default %(default)s)")
+    p.add_argument("--cluster", metavar="ADDRESS", help="run the solves on Dask: a scheduler address "
+                   "(tcp://host:8786), or 'local' for a LocalCluster of -j workers")
+    p.add_argument("--time-limit", type=float, default=60.0,
+                   help="wall-clock cap in seconds per point (default %(default)s)")
+    p.add_argument("--work-limit", type=float, default=None,
+                   help="each point's search budget in CP-SAT deterministic units; the same budget gives the same "
+                        "answer on any machine load (default: half the time limit)")
+    p.add_argument("--phase-limit", type=float, default=_DEFAULTS.phase_limit,
+                   help="deterministic units for each secondary objective (default %(default)s)")
+    p.add_argument("--workers", type=int, default=1,
+                   help="CP-SAT workers per point (default %(default)s: deterministic; parallelism comes from -j)")
+    p.add_argument("--budget", type=int, help="solve at most this many points, chosen by Optuna's TPE sampler")
+    p.add_argument("--batch", type=int, default=4, help="points proposed at a time with --budget (default %(default)s)")
+    p.add_argument("--seed", type=int, default=0, help="sampler seed with --budget (default %(default)s)")
+    p.add_argument("--cache", metavar="DIR", help="result cache (default: $XDG_CACHE_HOME/twill/sweep)")
+    p.add_argument("--no-cache", action="store_true", help="solve every point, store nothing")
+    p.add_argument("--plot", default="sweep.png", help="throughput vs resources with the Pareto front "
+                   "(default %(default)s; '' for none)")
+    p.add_argument("--json", help="write the ranked results as JSON")
+    p.add_argument("--quiet", "-q", action="store_true", help="no progress on stderr")
+    p.set_defaults(func=cmd_sweep, objective=",".join(_DEFAULTS.objective), swp_only=False,
+                   max_groups=_DEFAULTS.max_groups, max_warps=None, no_handoff=False, groups=None)
     return parser
 
 

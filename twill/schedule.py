@@ -18,9 +18,10 @@ from twill.errors import ScheduleError
 from twill.ir import LoopBody
 from twill.jsonfile import read_json
 
-__all__ = ["ScheduledOp", "Group", "Buffer", "Schedule", "FORMAT"]
+__all__ = ["ScheduledOp", "Group", "Buffer", "Schedule", "FORMAT", "TIMINGS"]
 
 FORMAT = "twill.schedule/1"
+TIMINGS = ("solve_seconds", "ii_seconds", "first_seconds")  # wall-clock fields: they vary with the machine
 # The checks walk every cycle of II (plain loops over modular time, on purpose), so a file's II is
 # bounded: 4M cycles is ~2 ms per iteration, far beyond any tile-level loop.
 MAX_II = 1 << 22
@@ -92,6 +93,11 @@ class Schedule:
     @property
     def stages(self) -> int:
         return max(o.stage for o in self.ops) + 1
+
+    def reproducible_dict(self) -> dict[str, Any]:
+        """The JSON document less its wall-clock fields (``TIMINGS``): what the same input, options
+        and worker count reproduce on any machine (design.md §3)."""
+        return {k: v for k, v in self.to_dict().items() if k not in TIMINGS}
 
     def to_dict(self) -> dict[str, Any]:
         return {

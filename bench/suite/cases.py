@@ -5,7 +5,7 @@ A case is ``{id, source, arch, ops, edges, sha256}`` where ``source`` is one of
 ``{"kind": "random", "profile", "seed", "n_ops"}`` (``twill.random_loops.random_body``),
 ``{"kind": "program", "name", "params"}`` (a built-in program) or ``{"kind": "graph", "path"}``
 (a curated-ddg file under ../shared/ddg, which only some checkouts have). ``sha256`` is the hash
-of the body's canonical JSON (``twill.schedule.body_to_dict``, sorted keys, no spaces), so any
+of the body's canonical JSON (``twill.body_json.body_document``, sorted keys, no spaces), so any
 change to a generator, a program, a cost model or an arch file that alters a case is caught
 before it is measured: the suite must stay the one frozen before tuning.
 """

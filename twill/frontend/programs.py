@@ -25,7 +25,8 @@ from twill.frontend.ttgir import import_ttgir, read_ttgir
 from twill.ir import LoopBody
 from twill.jsonfile import read_json
 
-__all__ = ["ProgramInfo", "programs_dir", "list_programs", "program_info", "load_program", "parse_params"]
+__all__ = ["ProgramInfo", "programs_dir", "list_programs", "program_info", "load_program", "parse_params",
+           "iteration_flops"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -205,6 +206,32 @@ def load_program(spec: str, arch: Arch, params: dict[str, Any] | None = None, lo
     if not isinstance(body, LoopBody):
         raise ProgramError(f"program {path.stem!r}: build() returned {type(body).__name__}, not a LoopBody")
     return body
+
+
+def iteration_flops(spec: str, params: dict[str, Any] | None = None) -> float | None:
+    """Useful FLOPs of one loop iteration, from the program's optional ``flops(**params)``.
+
+    The II alone cannot compare tile shapes (a bigger tile takes more cycles and does more work),
+    so a program may say how much work one iteration does; ``None`` when it does not (graph files,
+    programs without the hook), and the caller picks a fallback.
+    """
+    if spec.endswith(".json"):
+        return None
+    path = _resolve(spec)
+    module = _load_module(path)
+    hook = getattr(module, "flops", None)
+    if not callable(hook):
+        return None
+    merged = {**_parameters(path, module), **dict(params or {})}
+    try:
+        value = hook(**merged)
+    except TwillError:
+        raise
+    except (Exception, SystemExit) as err:
+        raise ProgramError(f"program {path.stem!r}: flops() failed ({_what(err)})") from err
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+        raise ProgramError(f"program {path.stem!r}: flops() returned {value!r}; expected a positive number")
+    return float(value)
 
 
 def describe_parameters(info: ProgramInfo) -> str:

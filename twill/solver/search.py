@@ -41,9 +41,10 @@ from twill.solver.phases import (
     Outcome,
     Verdict,
     Window,
+    descent,
     refute_below,
 )
-from twill.solver.run import Budget, Progress, Work
+from twill.solver.run import Budget, Progress, Work, solver
 from twill.solver.sequential import sequential_witness
 from twill.solver.strategies import producer_consumer_split
 from twill.validate import validate
@@ -56,6 +57,7 @@ ADOPT = Budget(share=0.0, at_least=10.0)  # the heuristic's schedule as a soluti
 CANONICAL = Budget(share=0.0, at_least=5.0)  # the canonical pass (2 units when it starts warm)
 Value = Callable[[cp_model.LinearExprT], int]  # a solver's value function: variables and linear expressions
 RESERVE = 0.1  # of the work kept for the secondary objectives once a schedule is in hand
+EARLY_DESCENT = Budget(share=1 / 6, at_least=3.0, attempt=1.0)  # the descent before the windows
 STALL = 1.0  # units: a secondary objective stops after a slice this long that did not improve it
 
 
@@ -101,7 +103,12 @@ def solve(problem: Problem, options: SolveOptions | None = None) -> Schedule:
     lb, why = _modulo_floor(ctx, lb, why, cap)
     fallback = _construct(ctx, lb, cap) if incumbent is None else None
     if fallback is not None:
-        first, cap = ctx.work.seconds(), fallback.ii - 1
+        first = ctx.work.seconds()
+    # lower the first schedule before refuting from below: a good upper bound caps the windows, and
+    # it is the answer should the budget run out before a proof
+    fallback = _descend(ctx, lb, fallback.ii - 1 if fallback is not None else cap) or fallback
+    if fallback is not None:
+        cap = fallback.ii - 1
         ctx.upper = hints.read(fallback.model, fallback.solver.value, budgets=True)
     ctx.work.limit = options.work * (1 - RESERVE if incumbent is not None or fallback is not None else 1)
     result = _search_ii(ctx, lb, cap) if cap >= lb else _IIResult(None, False, lb, exhausted=True)
@@ -157,6 +164,16 @@ def _construct(ctx: Context, lb: int, cap: int) -> Found | None:
             ctx.report(f"constructive schedule at II {cap}: the search looks below it")
             return Found(v, s)
     return None
+
+
+def _descend(ctx: Context, lb: int, cap: int) -> Found | None:
+    """The descent phase (``phases.descent``) from the first schedule, before any window."""
+    if ctx.upper is None or cap < lb or ctx.work.left() <= 0:
+        return None
+    out = descent(ctx, Window(lb, cap), EARLY_DESCENT)
+    if out.found is not None:
+        ctx.report(f"descent from the first schedule: II {out.found.ii}; the search looks below it")
+    return out.found
 
 
 def _search_ii(ctx: Context, lb: int, cap: int) -> _IIResult:
@@ -375,7 +392,8 @@ def _canonical(ctx: Context, ii: int, values: dict[str, int], last: ScheduleMode
         v.m.minimize(sum(late) + sum(early))
         if warm:
             hints.hint(v, hints.read(last, lambda x: solution[x.index], budgets=True))
-        s = ctx.solver(2.0 if warm else CANONICAL.units(ctx.options.work))
+        # one worker: where every value was proven, the schedule then does not depend on the worker count
+        s = solver(ctx.work, 2.0 if warm else CANONICAL.units(ctx.options.work), workers=1)
         if s.solve(v.m) in FEASIBLE and not ctx.work.cut:
             return v, s.value
     return last, last_value

@@ -28,11 +28,21 @@ def body_document(body: LoopBody) -> dict[str, Any]:
         d = asdict(o)
         d["uses"] = [asdict(u) for u in o.uses]
         d["issuer"] = o.issuer.value
+        if not o.waits:
+            del d["waits"]  # fields at their default are left out: older files stay byte-identical
         return d
 
-    return {"format": BODY_FORMAT, "name": body.name, "params": dict(body.params), "trip_count": body.trip_count,
-            "ops": [op(o) for o in body.ops],
-            "edges": [{**asdict(e), "carrier": e.carrier.value} for e in body.edges]}
+    def edge(e: Edge) -> dict[str, Any]:
+        d = {**asdict(e), "carrier": e.carrier.value}
+        if e.cross_latency is None:
+            del d["cross_latency"]
+        return d
+
+    out = {"format": BODY_FORMAT, "name": body.name, "params": dict(body.params), "trip_count": body.trip_count,
+           "ops": [op(o) for o in body.ops], "edges": [edge(e) for e in body.edges]}
+    if body.static_smem:
+        out["static_smem"] = body.static_smem
+    return out
 
 
 def is_body_document(data: Any) -> bool:
@@ -47,7 +57,7 @@ def body_from_document(d: Any, where: str = "graph") -> LoopBody:
         ops = tuple(Op(**{**o, "uses": tuple(Use(**u) for u in o["uses"]), "issuer": Issuer(o["issuer"])})
                     for o in d["ops"])
         edges = tuple(Edge(**{**e, "carrier": Carrier(e["carrier"])}) for e in d["edges"])
-        return LoopBody(str(d["name"]), ops, edges, d.get("params", {}), d.get("trip_count"))
+        return LoopBody(str(d["name"]), ops, edges, d.get("params", {}), d.get("trip_count"), d.get("static_smem", 0))
     except (KeyError, TypeError, ValueError, AttributeError) as err:
         raise GraphError(f"{where}: malformed loop body ({type(err).__name__}: {' '.join(str(err).split())[:200]})") from None
 

@@ -181,7 +181,35 @@ def _shortest_lifetimes(problem: Problem, ii: int, names: list[str]) -> dict[str
         ends = [longest[e.dst] + e.distance * ii + read_time(e, problem.op(e.dst))
                 for e in problem.body.out_edges(name) if e.dst in longest]
         out[name] = max(ends) if ends else problem.op(name).latency
+    _resident_accumulators(problem, ii, out)
     return out
+
+
+def _resident_accumulators(problem: Problem, ii: int, life: dict[str, int]) -> None:
+    """Lengthen the lifetimes of an accumulator that stays resident: values joined by in-place
+    edges into one ring whose distances sum to δ hand one storage on around the ring, so together
+    they hold it for exactly δ x II cycles (FA4's O in TMEM: P·V_a -> P·V_b -> next P·V_a), however
+    short each one's own shortest lifetime is. The shortfall goes to the smallest member."""
+    nxt: dict[str, list[tuple[str, int]]] = {}
+    for e in problem.edges:
+        if e.in_place and e.src in life and e.dst in life:
+            nxt.setdefault(e.src, []).append((e.dst, e.distance))
+    seen: set[str] = set()
+    for first in sorted(nxt):
+        ring, dist, here = [first], 0, first
+        while len(nxt.get(here, ())) == 1:
+            here, d = nxt[here][0]
+            dist += d
+            if here == first or here in ring:
+                break
+            ring.append(here)
+        if here != first or dist == 0 or seen & set(ring):
+            continue
+        seen |= set(ring)
+        short = dist * ii - sum(life[n] for n in ring)
+        if short > 0:
+            smallest = min(ring, key=lambda n: (max(problem.op(n).tmem_cols, problem.op(n).regs), n))
+            life[smallest] += short
 
 
 def _storage_excess(problem: Problem, ii: int) -> tuple[str, int, int] | None:

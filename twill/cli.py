@@ -11,13 +11,17 @@ import sys
 import time
 from collections.abc import Sequence
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 from twill.errors import TwillError
-from twill.options import SolveOptions, default_work
+from twill.options import SolveOptions, default_work, pin_groups
 
 _DEFAULTS = SolveOptions()  # one source of the option defaults
 _STARTED = time.monotonic()  # the wall-clock cap counts from here: imports and output are the user's wait too
 _OUTPUT = 0.5  # seconds kept back from the cap for validating and printing the result
+
+if TYPE_CHECKING:
+    from twill.problem import Problem
 
 __all__ = ["main"]
 
@@ -159,10 +163,15 @@ def cmd_import(args: argparse.Namespace) -> int:
     return 0
 
 
-def _fixed_groups(text: str | None) -> tuple[tuple[str, int], ...]:
-    """``--groups 'load_a=0,mma=1'``: ops imposed on warp groups (the solver keeps the rest free)."""
+def _fixed_groups(text: str | None, ops: list[str] | None = None) -> tuple[tuple[str, int], ...]:
+    """``--groups 'load_a=0,mma=1'``: ops imposed on warp groups (the solver keeps the rest free);
+    or, without '=', a whole assignment as patterns (``'load_*;qk*,pv*;...'``, ``options.pin_groups``)."""
     if not text:
         return ()
+    if "=" not in text:
+        if ops is None:
+            raise TwillError(f"--groups {text!r}: a pattern assignment needs the program's ops")
+        return pin_groups(ops, text)
     out = []
     for item in text.split(","):
         name, sep, group = item.partition("=")
@@ -172,13 +181,15 @@ def _fixed_groups(text: str | None) -> tuple[tuple[str, int], ...]:
     return tuple(out)
 
 
-def _options(args: argparse.Namespace, from_start: bool = False):
+def _options(args: argparse.Namespace, from_start: bool = False, problem: Problem | None = None):
     """The solve options of the command line. ``from_start``: the wall-clock cap counts from the
     command's start (one solve); otherwise it is per solve (``compare``'s strategies, ``sweep``'s
-    points, whose cache key must not move with start-up time)."""
+    points, whose cache key must not move with start-up time). ``problem``: its op names, for a
+    ``--groups`` pattern assignment."""
     if not args.time_limit > 0:
         raise TwillError(f"--time-limit {args.time_limit:g}: must be a positive number of seconds")
     spent = time.monotonic() - _STARTED + _OUTPUT if from_start else 0.0
+    ops = [op.name for op in problem.ops] if problem is not None else None
     return SolveOptions(
         objective=tuple(x.strip() for x in args.objective.split(",")),
         swp_only=args.swp_only,
@@ -190,7 +201,7 @@ def _options(args: argparse.Namespace, from_start: bool = False):
         max_groups=args.max_groups,
         max_warps=args.max_warps,
         no_handoff=args.no_handoff,
-        fixed_groups=_fixed_groups(args.groups),
+        fixed_groups=_fixed_groups(getattr(args, "groups", None), ops),
         progress=None if args.quiet else (lambda msg: print(msg, file=sys.stderr, flush=True)),
     )
 
@@ -234,7 +245,7 @@ def cmd_solve(args: argparse.Namespace) -> int:
     problem = _problem(args)
     if getattr(args, "solver", "cpsat") == "z3":
         from twill.solver.z3_backend import solve_z3 as solve
-    options = _options(args, from_start=True)
+    options = _options(args, from_start=True, problem=problem)
     unknown = sorted({name for name, _ in options.fixed_groups} - {op.name for op in problem.ops})
     if unknown:
         raise TwillError(f"--groups names {', '.join(unknown)}, not ops of {problem.body.name} "
@@ -596,8 +607,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="most warp groups considered (default %(default)s)")
     p.add_argument("--max-warps", type=int, default=None, help="ablation: allow fewer warps than the CTA holds")
     p.add_argument("--no-handoff", action="store_true", help="ablation: no register value may cross warp groups")
-    p.add_argument("--groups", metavar="OP=G,...", help="impose warp groups on ops, e.g. 'load_a=0,mma0=1,mma1=2' "
-                   "(group numbers only tell ops apart; the solver still chooses warps and registers)")
+    p.add_argument("--groups", metavar="OP=G,... | PATTERNS;...",
+                   help="impose warp groups on ops, e.g. 'load_a=0,mma0=1,mma1=2' (group numbers only tell ops apart; "
+                   "the solver still chooses warps and registers), or pin every op with fnmatch patterns, groups "
+                   "separated by ';' (e.g. 'load_*;qk*,pv*;lds0,exc0_*;...'; programs/fa_fwd.py FA4_ROLES)")
     p.add_argument("--solver", choices=("cpsat", "z3"), default="cpsat",
                    help="backend: cpsat (default) or z3, the differential-testing reference for small graphs")
     p.add_argument("--out", "-o", help="write the schedule as twill.schedule/1 JSON")

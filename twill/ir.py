@@ -136,6 +136,7 @@ class Op:
     tmem_cols: int = 0
     variable_latency: bool = False
     streaming: bool = False
+    waits: bool = False  # the issuing warps wait for the result (tcgen05.ld + tcgen05.wait::ld): hold = latency
     handoff_cycles: int | None = None  # explicit cross-group hand-off cost (curated graphs' spill_cost)
     ref: str = ""  # provenance: the source op (e.g. a TTGIR op) this node came from
 
@@ -149,8 +150,11 @@ class Op:
             _check_count(where, name, getattr(self, name), MAX_SIZE)
         if self.handoff_cycles is not None:
             _check_count(where, "handoff_cycles", self.handoff_cycles, MAX_CYCLES)
-        for name in ("is_async", "variable_latency", "streaming"):
+        for name in ("is_async", "variable_latency", "streaming", "waits"):
             _check_flag(where, name, getattr(self, name))
+        if self.waits and self.is_async:
+            raise GraphError(f"{where}: an asynchronous op frees its group after issue, so it cannot also wait "
+                             "for its result (waits)")
         for name in ("kind", "ref"):
             if not isinstance(getattr(self, name), str):
                 raise GraphError(f"{where}: {name} must be a string, got {_short(getattr(self, name))}")
@@ -186,6 +190,8 @@ class Op:
         """Cycles the op keeps its issuing group from issuing anything else (in-order issue)."""
         if not self.uses and self.latency == 0:
             return 0  # a pure bookkeeping op emits no instructions
+        if self.waits:  # tcgen05.wait::ld stalls the warps until the data has landed, not only the port time
+            return max(self.latency, 1)
         return self.issue_cycles if self.is_async else max(self.busy_cycles, 1)
 
     def units(self) -> tuple[str, ...]:
@@ -209,6 +215,10 @@ class Edge:
     blocking: bool = False
     carrier: Carrier = Carrier.REGISTERS
     in_place: bool = False  # dst writes its result into this value's storage (an accumulator chain)
+    # latency when src and dst sit in different warp groups, if longer than ``latency``: tcgen05.mma
+    # ops of one issuing thread run in issue order on the tensor pipe (``latency`` = the producer's
+    # busy cycles), while another issuer must wait for the producer's completion (its full latency)
+    cross_latency: int | None = None
 
     def __post_init__(self) -> None:
         _check_name("edge end", self.src)
@@ -216,6 +226,11 @@ class Edge:
         where = f"edge {self.src!r} -> {self.dst!r}"
         _check_count(where, "latency", self.latency, MAX_CYCLES)
         _check_count(where, "distance", self.distance, MAX_DISTANCE)
+        if self.cross_latency is not None:
+            _check_count(where, "cross_latency", self.cross_latency, MAX_CYCLES)
+            if self.cross_latency < self.latency:
+                raise GraphError(f"{where}: cross_latency {self.cross_latency} is below latency {self.latency}; "
+                                 "another warp group cannot see the result sooner than the issuing one")
         for name in ("blocking", "in_place"):
             _check_flag(where, name, getattr(self, name))
         if not isinstance(self.carrier, Carrier):
@@ -234,6 +249,9 @@ class LoopBody:
     edges: tuple[Edge, ...]
     params: Mapping[str, Any] = field(default_factory=dict)
     trip_count: int | None = None
+    # shared memory the kernel allocates outside the loop (FA's Q tiles, the O staging buffer):
+    # held for the whole loop, so the loop's rings get what is left
+    static_smem: int = 0
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
@@ -251,6 +269,7 @@ class LoopBody:
         self._check_params()
         if self.trip_count is not None:
             _check_count(where, "trip_count", self.trip_count)
+        _check_count(where, "static_smem", self.static_smem, MAX_SIZE)
         if not self.ops:
             raise GraphError(f"loop body {self.name!r}: it has no ops")
         seen: set[str] = set()
@@ -326,6 +345,7 @@ class LoopBuilder:
     def __init__(self, name: str, **params: Any) -> None:
         self.name = name
         self.params: dict[str, Any] = dict(params)
+        self.static_smem = 0  # bytes of SMEM allocated outside the loop (LoopBody.static_smem)
         self._ops: list[Op] = []
         self._edges: list[Edge] = []
 
@@ -345,7 +365,7 @@ class LoopBuilder:
         self._edges.append(Edge(src=src, dst=dst, latency=latency, **fields))
 
     def build(self, trip_count: int | None = None) -> LoopBody:
-        return LoopBody(self.name, tuple(self._ops), tuple(self._edges), self.params, trip_count)
+        return LoopBody(self.name, tuple(self._ops), tuple(self._edges), self.params, trip_count, self.static_smem)
 
 
 def op_names(ops: Iterable[Op]) -> tuple[str, ...]:

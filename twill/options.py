@@ -6,12 +6,13 @@ they live beside ``Problem`` and not inside any one backend's model.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from fnmatch import fnmatchcase
 
 from twill.errors import TwillError
 
-__all__ = ["OBJECTIVES", "UNITS_PER_SECOND", "SolveOptions", "default_work"]
+__all__ = ["OBJECTIVES", "UNITS_PER_SECOND", "SolveOptions", "default_work", "pin_groups"]
 
 OBJECTIVES = ("ii", "groups", "handoffs", "regs", "length")
 UNITS_PER_SECOND = 0.25  # deterministic work per second of the wall-clock cap, by default (``default_work``)
@@ -60,3 +61,27 @@ def default_work(time_limit: float) -> float:
     40% of the cap, and a machine 2.5 times as loaded still finishes the same work inside it; the
     answer then does not depend on the load (design.md §3)."""
     return UNITS_PER_SECOND * time_limit
+
+
+def pin_groups(op_names: Sequence[str], spec: str) -> tuple[tuple[str, int], ...]:
+    """``SolveOptions.fixed_groups`` from a text spec: groups separated by ``;``, each a comma list
+    of op-name patterns (fnmatch: ``exc0_*``); every op must match exactly one group.
+
+    The model numbers groups by first use in op order (label symmetry breaking, design.md §2.6),
+    so the labels are renumbered that way; pinning a labelling it forbids would make every II
+    infeasible.
+    """
+    groups = [[p.strip() for p in part.split(",") if p.strip()] for part in spec.split(";") if part.strip()]
+    where: dict[str, int] = {}
+    for name in op_names:
+        hits = [g for g, pats in enumerate(groups) if any(fnmatchcase(name, p) for p in pats)]
+        if len(hits) != 1:
+            raise TwillError(f"groups {spec!r}: op {name!r} matches {len(hits)} groups; it must match exactly one")
+        where[name] = hits[0]
+    for g, pats in enumerate(groups):
+        if g not in where.values():
+            raise TwillError(f"groups {spec!r}: group {g} ({', '.join(pats)}) matches no op")
+    label: dict[int, int] = {}
+    for name in op_names:
+        label.setdefault(where[name], len(label))
+    return tuple((name, label[where[name]]) for name in op_names)

@@ -83,11 +83,13 @@ class Problem:
         hardware completion already provides.
         """
         src = self.body.op(edge.src)
+        # issue order stands in for completion only within one group (tcgen05.mma's pipe order)
+        order = 0 if edge.cross_latency is None else edge.cross_latency - edge.latency
         if edge.carrier is Carrier.REGISTERS and src.regs > 0:
-            return self.handoff[edge.src]
+            return order + self.handoff[edge.src]
         if src.is_async:
-            return 0
-        return self.signal_cycles
+            return order
+        return order + self.signal_cycles
 
     def handoff_bytes(self, edge: Edge) -> int:
         """SMEM bytes a cross-group hand-off of ``edge`` stages (0 when nothing is copied)."""
@@ -107,9 +109,11 @@ class Problem:
         # SMEM rings are allocated side by side (design.md §2.9), so their slots add up; TMEM tiles
         # with disjoint lifetimes share columns, so TMEM is checked per op only
         rings = [op for op in self.ops if op.smem_bytes and self.min_lifetime(op.name) > 0]
-        need = sum(op.smem_bytes for op in rings)
+        static = self.body.static_smem
+        need = static + sum(op.smem_bytes for op in rings)
         if need > smem and not any(op.smem_bytes > smem for op in rings):
-            parts = ", ".join(f"{op.name} {op.smem_bytes} B" for op in rings)
+            parts = ", ".join([f"outside the loop {static} B"] * bool(static) + [f"{op.name} {op.smem_bytes} B"
+                                                                             for op in rings])
             out.append(f"shared-memory rings need at least {need} B with one slot each ({parts}); "
                        f"arch {a.name!r} has {smem} B per CTA")
         room, shape = self.largest_register_room()
@@ -215,7 +219,7 @@ def build_problem(body: LoopBody, arch: Arch) -> Problem:
     (1, ('tc',))
     """
     ops = tuple(_resolve_op(arch, op) for op in body.ops)
-    resolved = LoopBody(body.name, ops, body.edges, body.params, body.trip_count)
+    resolved = LoopBody(body.name, ops, body.edges, body.params, body.trip_count, body.static_smem)
     cost = arch.cost
     handoff = {
         op.name: op.handoff_cycles if op.handoff_cycles is not None else cost.handoff(4 * op.regs) for op in ops

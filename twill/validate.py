@@ -17,11 +17,12 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
+from twill.arch.model import Arch
 from twill.arch.registry import get_arch
 from twill.errors import ScheduleError
 from twill.ir import Carrier, Edge, Op
 from twill.problem import Problem, build_problem
-from twill.schedule import Schedule
+from twill.schedule import Group, Schedule
 
 __all__ = ["Violation", "RULES", "validate", "problem_for", "read_time", "lifetime", "ring_depth",
            "check_structure", "check_dependences", "check_unit_capacity", "check_in_order_issue",
@@ -253,10 +254,42 @@ def check_warps(problem: Problem, schedule: Schedule) -> list[Violation]:
             need = problem.op(name).min_warps
             if g.warps < need:
                 out.append(Violation("warps", f"op {name} needs {need} warps but group {g.id} has {g.warps}", (name,)))
-    total, cap = sum(g.warps for g in schedule.groups), arch.limit("warps_per_cta")
+    total, cap = _charged_warps(schedule.groups, arch.reg_alloc_warps()), arch.limit("warps_per_cta")
     if total > cap:
         out.append(Violation("warps", f"groups use {total} warps in all; a CTA on {arch.name} holds {cap}"))
     return out
+
+
+def _charged_warps(groups: Iterable[Group], per_budget: int) -> int:
+    """Warps the groups occupy: groups narrower than a setmaxnreg warpgroup (``per_budget`` warps)
+    are packed together into whole warpgroups."""
+    wide = sum(g.warps for g in groups if g.warps >= per_budget)
+    narrow = sum(g.warps for g in groups if g.warps < per_budget)
+    return wide + per_budget * -(-narrow // per_budget)
+
+
+def _register_file(arch: Arch, groups: list[Group]) -> list[Violation]:
+    """The budgets fit the register file. setmaxnreg is per warpgroup (PTX: all its warps execute
+    the same one), so groups narrower than ``reg_alloc_group_warps`` share one budget and are
+    charged as whole warpgroups at it."""
+    w = arch.reg_alloc_warps()
+    narrow = [g for g in groups if g.warps < w]
+    budgets = sorted({g.regs_per_thread or 0 for g in narrow})
+    if len(budgets) > 1:
+        return [Violation("registers", f"groups {_names(str(g.id) for g in narrow)} are narrower than a {w}-warp "
+                          f"warpgroup, so they share warpgroups and one setmaxnreg value, but their budgets are "
+                          f"{_names(map(str, budgets))}", tuple(n for g in narrow for n in g.ops))]
+    total = sum(32 * g.warps * (g.regs_per_thread or 0) for g in groups if g.warps >= w)
+    parts = [f"32 x {g.warps} x {g.regs_per_thread}" for g in groups if g.warps >= w]
+    if narrow:
+        packed = w * -(-sum(g.warps for g in narrow) // w)
+        total += 32 * packed * budgets[0]
+        parts.append(f"32 x {packed} x {budgets[0]} (groups {_names(str(g.id) for g in narrow)} packed "
+                     f"into whole warpgroups)")
+    if total > arch.limit("regs_per_sm"):
+        return [Violation("registers", f"groups allocate {total} registers ({' + '.join(parts)}); the SM has "
+                          f"{arch.limit('regs_per_sm')}")]
+    return []
 
 
 def check_registers(problem: Problem, schedule: Schedule) -> list[Violation]:
@@ -273,11 +306,7 @@ def check_registers(problem: Problem, schedule: Schedule) -> list[Violation]:
             out.append(Violation("registers", f"group {g.id} has {have}; legal "
                                  f"budgets on {arch.name} are {budgets[0]}..{budgets[-1]} in steps of "
                                  f"{arch.limit('reg_alloc_step')}", tuple(g.ops)))
-    total = sum(32 * g.warps * (g.regs_per_thread or 0) for g in schedule.groups)
-    if total > arch.limit("regs_per_sm"):
-        detail = " + ".join(f"32 x {g.warps} x {g.regs_per_thread}" for g in schedule.groups)
-        out.append(Violation("registers", f"groups allocate {total} registers ({detail}); the SM has "
-                             f"{arch.limit('regs_per_sm')}"))
+    out += _register_file(arch, list(schedule.groups))
     for g in schedule.groups:
         holders = [n for n in _members(schedule, g.id) if problem.op(n).regs > 0]
         if not holders:
@@ -310,6 +339,8 @@ def check_smem(problem: Problem, schedule: Schedule) -> list[Violation]:
         if schedule.group_of(e.src) != schedule.group_of(e.dst) and problem.handoff_bytes(e) > 0:
             parts.append((f"hand-off {e.src}->{e.dst} {problem.handoff_bytes(e)} B", problem.handoff_bytes(e),
                           (e.src, e.dst)))
+    if problem.body.static_smem:
+        parts.append((f"outside the loop {problem.body.static_smem} B", problem.body.static_smem, ()))
     total, cap = sum(b for _, b, _ in parts), problem.arch.limit("smem_bytes_per_cta")
     if total <= cap:
         return []
@@ -373,7 +404,8 @@ def validate(problem: Problem | None, schedule: Schedule) -> list[Violation]:
 
     Examples
     --------
-    >>> from twill.arch.registry import get_arch
+    >>> from twill.arch.model import Arch
+from twill.arch.registry import get_arch
     >>> from twill.frontend.programs import load_program
     >>> from twill.problem import build_problem
     >>> from twill.solver import solve, SolveOptions

@@ -130,6 +130,13 @@ class Arch:
         cap = self.limit("regs_per_thread_max")
         return tuple(r for r in range(lo, hi + 1, step) if r <= cap)
 
+    def reg_alloc_warps(self) -> int:
+        """Warps that setmaxnreg sets one budget for (``limits.reg_alloc_group_warps``; 1 when the
+        arch file does not say, i.e. per-warp budgets). PTX: all warps of a warpgroup execute the
+        same setmaxnreg, so on sm_90a/sm_100a groups narrower than a warpgroup share one budget."""
+        fact = self.limits.get("reg_alloc_group_warps")
+        return 1 if fact is None else int(fact.value)
+
     def warp_group_sizes(self) -> tuple[int, ...]:
         raw = self._fact(self.limits, "limits", "warp_group_sizes").value
         return tuple(int(x) for x in str(raw).split(","))

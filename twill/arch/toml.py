@@ -64,6 +64,7 @@ LIMITS: dict[str, tuple[str, float, float]] = {
     "regs_reserved_per_thread": (_INT, 0, 1 << 16),
     "smem_bytes_per_cta": (_INT, 0, 1 << 32),
     "tmem_cols": (_INT, 0, 1 << 20),
+    "reg_alloc_group_warps": (_INT, 1, 1 << 10),  # optional
 }
 CHIP: dict[str, tuple[str, float, float]] = {"sms": (_INT, 1, 1 << 16), "clock_mhz": (_NUMBER, 1e-3, 1e6)}
 SECTION_RANGES: dict[str, tuple[str, float, float]] = {
@@ -71,7 +72,9 @@ SECTION_RANGES: dict[str, tuple[str, float, float]] = {
     "latencies": (_NUMBER, 0, MAX_CYCLES),
     "sync": (_NUMBER, 0, MAX_CYCLES),
 }
-FEATURES = {"accumulator": ("registers", "tmem"), "mma_issuer": ("warpgroup", "thread")}
+FEATURES = {"accumulator": ("registers", "tmem"), "mma_issuer": ("warpgroup", "thread"),
+            # optional: how a TMEM load completes, and whether one issuer's MMAs run in issue order
+            "tmem_load_wait": ("blocking", "async"), "mma_pipe_order": ("per_issuer", "none")}
 
 
 def _short(value: Any) -> str:
@@ -123,13 +126,14 @@ def _check_facts(where: str, tables: dict[str, dict[str, Fact]]) -> None:
             _check_range(f"{where}: {section}.{key}", fact, kind, lo, hi)
     for section, ranges in (("limits", LIMITS), ("chip", CHIP)):  # other chip facts may be words
         for key, (kind, lo, hi) in ranges.items():
-            _check_range(f"{where}: {section}.{key}", tables[section][key], kind, lo, hi)
+            if key in tables[section]:  # the required ones were checked present already
+                _check_range(f"{where}: {section}.{key}", tables[section][key], kind, lo, hi)
     sizes = str(tables["limits"]["warp_group_sizes"].value).split(",")
     if not all(x.isdigit() and 1 <= int(x) <= 1 << 10 for x in sizes):
         raise ArchError(f"{where}: limits.warp_group_sizes must be a list of warp counts in [1, 1024], "
                         f"got {_short(tables['limits']['warp_group_sizes'].value)}")
     _check_range(f"{where}: rates.mma_full_rate_min_m", tables["rates"]["mma_full_rate_min_m"], _INT, 1, 1 << 16)
-    limit = {k: int(tables["limits"][k].value) for k in LIMITS}
+    limit = {k: int(tables["limits"][k].value) for k in LIMITS if k in tables["limits"]}
     top = min(limit["reg_alloc_max"], limit["regs_per_thread_max"])
     budgets = range(limit["reg_alloc_min"], top + 1, limit["reg_alloc_step"])
     if not budgets or budgets[-1] <= limit["regs_reserved_per_thread"]:
@@ -137,7 +141,7 @@ def _check_facts(where: str, tables: dict[str, dict[str, Fact]]) -> None:
                         f"{top} in steps of {limit['reg_alloc_step']} must include one above the "
                         f"{limit['regs_reserved_per_thread']} reserved registers")
     for key, allowed in FEATURES.items():
-        if tables["features"][key].value not in allowed:
+        if key in tables["features"] and tables["features"][key].value not in allowed:
             raise ArchError(f"{where}: features.{key} must be one of {', '.join(map(repr, allowed))}, "
                             f"got {_short(tables['features'][key].value)}")
 

@@ -11,7 +11,7 @@ from twill.arch.model import Arch
 from twill.ir import Issuer, Op, Use
 
 __all__ = ["DTYPE_BYTES", "tma_load", "tma_store", "global_load", "mma", "exp", "fp32", "alu", "convert", "tmem_load",
-           "tmem_store", "softmax_exp"]
+           "tmem_store", "softmax_exp", "softmax_exp_convert", "scale_store"]
 
 DTYPE_BYTES = {"fp16": 2, "bf16": 2, "fp8": 1, "fp32": 4}
 
@@ -96,10 +96,14 @@ def softmax_exp(arch: Arch, name: str, n: int, regs: int, kind: str = "exp") -> 
               latency=max(e.latency, f.latency), issuer=Issuer.WARPGROUP, regs=regs)
 
 
-def tmem_load(arch: Arch, name: str, nbytes: int, regs: int, kind: str = "tmem_load") -> Op:
-    """tcgen05.ld + wait::ld: TMEM -> registers; a full 128-lane tile needs a warpgroup."""
+def tmem_load(arch: Arch, name: str, nbytes: int, regs: int, kind: str = "tmem_load", wait: bool = False) -> Op:
+    """tcgen05.ld + wait::ld: TMEM -> registers; a full 128-lane tile needs a warpgroup.
+
+    ``wait``: the warps stall at tcgen05.wait::ld until the data lands, so the op holds its group
+    for its whole latency while the TMEM port is busy only for the transfer (``Op.waits``)."""
     c = arch.cost.tmem_load(nbytes)
-    return _sync(arch, name, "tmem", c.busy, c.latency, regs, kind)
+    return Op(name=name, kind=kind, uses=(Use(unit="tmem", length=c.busy),), latency=c.latency,
+              issuer=Issuer.WARPGROUP, regs=regs, waits=wait)
 
 
 def tmem_store(arch: Arch, name: str, nbytes: int, tmem_cols: int = 0, kind: str = "tmem_store") -> Op:
@@ -107,3 +111,29 @@ def tmem_store(arch: Arch, name: str, nbytes: int, tmem_cols: int = 0, kind: str
     c = arch.cost.tmem_store(nbytes)
     return Op(name=name, kind=kind, uses=(Use(unit="tmem", length=c.busy),), latency=c.latency,
               issuer=Issuer.WARPGROUP, tmem_cols=tmem_cols)
+
+
+def softmax_exp_convert(arch: Arch, name: str, n: int, emu: float, emu_fp32: int, emu_alu: int,
+                        kind: str = "exp") -> Op:
+    """One fragment of FA4's softmax: P = exp2(S * scale - m) and its FP32 -> 16-bit convert, in
+    one instruction stream whose MUFU, FP32 and ALU work proceed in parallel (a reservation table
+    on three units). A fraction ``emu`` of the exp2 runs as a polynomial (``emu_fp32`` FP32 and
+    ``emu_alu`` ALU ops each) instead of on the MUFU. Result: the packed 16-bit fragment."""
+    emulated = round(n * emu)
+    e = arch.cost.exp(n - emulated)
+    f = arch.cost.fp32(n + emu_fp32 * emulated)  # the scale-subtract FFMA of every element, + emulation
+    cvt = arch.cost.convert(max(1, n // 2))
+    alu = arch.cost.alu(emu_alu * emulated) if emulated else None
+    uses = [Use(unit="mufu", length=e.busy), Use(unit="fp32", length=f.busy),
+            Use(unit="alu", length=cvt.busy + (alu.busy if alu else 0))]
+    latency = max(e.latency, f.latency, cvt.latency + (alu.busy if alu else 0))
+    return Op(name=name, kind=kind, uses=tuple(uses), latency=latency, issuer=Issuer.WARPGROUP, regs=n // 2)
+
+
+def scale_store(arch: Arch, name: str, words: int, kind: str = "correction") -> Op:
+    """O *= alpha on a chunk in registers (FMUL), then tcgen05.st of the chunk back over O: the
+    store issues once the multiplies have produced their results (FP32 latency)."""
+    f = arch.cost.fp32(words)
+    st = arch.cost.tmem_store(words * 4)
+    return Op(name=name, kind=kind, uses=(Use(unit="fp32", length=f.busy), Use(unit="tmem", offset=f.latency,
+              length=st.busy)), latency=f.latency + st.latency, issuer=Issuer.WARPGROUP)

@@ -290,8 +290,9 @@ def add_warp_groups(v: ScheduleModel) -> None:
             prefix_max = nxt
     for g in v.groups:
         m.add_bool_or([v.in_group[op.name, g] for op in v.p.ops]).only_enforce_if(v.used[g])
-    m.add(sum(v.warps) <= max_warps)
-    m.add(32 * sum(v.reg_words) <= arch.limit("regs_per_sm"))  # every group's budget fits the register file
+    warps, words = _allocated(v, budgets)
+    m.add(warps <= max_warps)
+    m.add(32 * words <= arch.limit("regs_per_sm"))  # every group's budget fits the register file
     for i, e in enumerate(v.p.edges):
         if v.p.cross_group_cost(e) or v.p.handoff_bytes(e) or v.o.no_handoff:
             same = v.same[i] = m.new_bool_var(f"same_group[{e.src}->{e.dst}#{i}]")
@@ -304,7 +305,58 @@ def add_warp_groups(v: ScheduleModel) -> None:
                 v.handoff_terms.append(hb * (1 - same))
     v.objective_terms["groups"] = sum(v.used)
     v.objective_terms["handoffs"] = sum(v.handoff_terms)
-    v.objective_terms["regs"] = 32 * sum(v.reg_words)
+    v.objective_terms["regs"] = 32 * words
+
+
+def _allocated(v: ScheduleModel, budgets: list[int]) -> tuple[LinearExpr, LinearExpr]:
+    """(warps, register words per lane) the groups take from the CTA and the register file.
+
+    setmaxnreg sets one budget per warpgroup (PTX: every warp of a warpgroup executes the same
+    setmaxnreg), so on an arch with ``reg_alloc_group_warps`` W > 1 the groups narrower than W
+    (a load warp, an MMA warp) are packed into whole warpgroups that share one budget: they are
+    charged ceil(their warps / W) x W warps at that budget (FA4: warps 12-15 at one value). Groups
+    of W warps or more are whole warpgroups. One shared budget for every narrow group is a
+    simplification: with more than W narrow warps two warpgroups could differ.
+    """
+    m, w = v.m, v.p.arch.reg_alloc_warps()
+    if w == 1:
+        return sum(v.warps), sum(v.reg_words)
+    top = _upper(v.warps[0]) if v.groups else 0
+    shared = m.new_int_var_from_domain(cp_model.Domain.from_values(budgets), "narrow_budget")
+    narrow_warps, wide_warps, wide_words = [], [], []
+    for g in v.groups:
+        narrow = m.new_bool_var(f"narrow[{g}]")  # used and narrower than a warpgroup
+        m.add(v.warps[g] < w).only_enforce_if(narrow)
+        m.add(v.warps[g] >= w).only_enforce_if([v.used[g], ~narrow])
+        m.add_implication(narrow, v.used[g])
+        m.add(v.regs[g] == shared).only_enforce_if(narrow)
+        nw = m.new_int_var(0, w - 1, f"narrow_warps[{g}]")
+        m.add(nw == v.warps[g]).only_enforce_if(narrow)
+        m.add(nw == 0).only_enforce_if(~narrow)
+        narrow_warps.append(nw)
+        ww = m.new_int_var(0, top, f"wide_warps[{g}]")
+        m.add(ww == v.warps[g] - nw)
+        wide_warps.append(ww)
+        wr = m.new_int_var(0, _upper(v.reg_words[g]), f"wide_words[{g}]")
+        m.add(wr == v.reg_words[g]).only_enforce_if(~narrow)
+        m.add(wr == 0).only_enforce_if(narrow)
+        wide_words.append(wr)
+    # the k-th packed warpgroup is a Boolean (open in order), so its words are a reified copy of the
+    # shared budget: linear, where a product packs x budget made CP-SAT's proofs slower
+    most = -(-len(v.groups) * (w - 1) // w)
+    opened = [m.new_bool_var(f"narrow_warpgroup[{k}]") for k in range(most)]
+    for a, b in zip(opened, opened[1:], strict=False):
+        m.add_implication(b, a)
+    packs = sum(opened)
+    m.add(w * packs >= sum(narrow_warps))
+    m.add(w * packs <= sum(narrow_warps) + w - 1)
+    packed = []
+    for k, on in enumerate(opened):
+        words = m.new_int_var(0, budgets[-1], f"narrow_warpgroup_regs[{k}]")
+        m.add(words == shared).only_enforce_if(on)
+        m.add(words == 0).only_enforce_if(~on)
+        packed.append(words)
+    return sum(wide_warps) + w * packs, sum(wide_words) + w * sum(packed)
 
 
 def add_in_order_issue(v: ScheduleModel) -> None:
@@ -385,12 +437,13 @@ def add_smem_capacity(v: ScheduleModel) -> None:
     """Shared memory holds every ring buffer and every hand-off buffer.
 
     Fact: a TMA stream whose buffer lives L cycles needs ceil(L / II) ring slots; a register
-    value handed to another group is staged in SMEM (§2.9).
-    Math: sum_v smem(v) * ceil(life_v / II) + sum of crossing hand-off bytes <= SMEM per CTA.
+    value handed to another group is staged in SMEM; buffers the kernel allocates outside the
+    loop (FA's Q tiles and O staging) stay allocated throughout (§2.9).
+    Math: sum_v smem(v) * ceil(life_v / II) + sum of crossing hand-off bytes + static <= SMEM per CTA.
     """
     smem = [op.smem_bytes * v.copies_of(op) for op in v.p.ops if op.smem_bytes]
-    if smem or v.handoff_terms:
-        v.m.add(sum(smem) + sum(v.handoff_terms) <= v.p.arch.limit("smem_bytes_per_cta"))
+    if smem or v.handoff_terms or v.p.body.static_smem:
+        v.m.add(sum(smem) + sum(v.handoff_terms) + v.p.body.static_smem <= v.p.arch.limit("smem_bytes_per_cta"))
 
 
 def add_tmem_capacity(v: ScheduleModel) -> None:

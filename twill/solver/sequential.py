@@ -81,8 +81,14 @@ def sequential_witness(problem: Problem, *, swp_only: bool = False) -> Schedule:
         need = max(problem.op(n).min_warps for n, h in groups.items() if h == g)
         widest = g == max(groups.values())
         warps[g] = sizes[-1] if widest else min(s for s in sizes if s >= need)
+    per_budget = arch.reg_alloc_warps()  # setmaxnreg is per warpgroup: narrow groups pack into whole ones
+
+    def charged(ws: list[int]) -> int:
+        narrow = sum(w for w in ws if w < per_budget)
+        return sum(w for w in ws if w >= per_budget) + per_budget * -(-narrow // per_budget)
+
     for g in sorted(warps):
-        others = sum(32 * w * budgets[0] for h, w in warps.items() if h != g)
+        others = 32 * budgets[0] * charged([w for h, w in warps.items() if h != g])
         fitting = [r for r in budgets if 32 * warps[g] * r + others <= arch.limit("regs_per_sm")]
         regs[g] = fitting[-1] if g == max(warps) and fitting else budgets[0]
     copies = {op.name: copies_needed(problem, starts, ii, op.name) for op in problem.ops

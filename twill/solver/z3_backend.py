@@ -177,15 +177,37 @@ def add_warp_groups(v: Z3Model) -> None:
     if n_groups > 1 and not o.fixed_groups:
         for g in range(1, n_groups):
             s.add(z3.Implies(v.used[g], v.used[g - 1]))
-    s.add(v.total(v.warps) <= (o.max_warps if o.max_warps is not None else arch.limit("warps_per_cta")))
-    s.add(32 * v.total(v.reg_words) <= arch.limit("regs_per_sm"))
+    warps, words = _allocated(v, budgets)
+    s.add(warps <= (o.max_warps if o.max_warps is not None else arch.limit("warps_per_cta")))
+    s.add(32 * words <= arch.limit("regs_per_sm"))
     crossing = [p.handoff_bytes(e) * z3.If(v.same_group(e.src, e.dst), 0, 1) for e in p.edges if p.handoff_bytes(e)]
     if o.no_handoff:
         for e in p.edges:
             if e.carrier is Carrier.REGISTERS and p.op(e.src).regs > 0:
                 s.add(v.same_group(e.src, e.dst))
     v.objectives.update(groups=v.total([z3.If(u, 1, 0) for u in v.used]), handoffs=v.total(crossing),
-                        regs=32 * v.total(v.reg_words))
+                        regs=32 * words)
+
+
+def _allocated(v: Z3Model, budgets: list[int]) -> tuple[Expr, Expr]:
+    """(warps, register words per lane) taken from the CTA: groups narrower than a setmaxnreg
+    warpgroup (``reg_alloc_group_warps`` W) share one budget and are charged whole warpgroups."""
+    w = v.problem.arch.reg_alloc_warps()
+    if w == 1:
+        return v.total(v.warps), v.total(v.reg_words)
+    s = v.solver
+    shared = v.int_var("narrow_budget")
+    s.add(z3.Or([shared == b for b in budgets]))
+    narrow = [z3.And(v.used[g], v.warps[g] < w) for g in range(len(v.warps))]
+    for g, n in enumerate(narrow):
+        s.add(z3.Implies(n, v.regs[g] == shared))
+    narrow_warps = v.total([z3.If(n, v.warps[g], 0) for g, n in enumerate(narrow)])
+    packs = v.int_var("narrow_warpgroups")
+    s.add(w * packs >= narrow_warps, w * packs <= narrow_warps + w - 1)
+    wide_warps = v.total([z3.If(n, 0, v.warps[g]) for g, n in enumerate(narrow)])
+    wide_words = v.total([z3.If(n, 0, v.reg_words[g]) for g, n in enumerate(narrow)])
+    packed = v.total([z3.If(packs == k, k * w * shared, 0) for k in range(len(v.warps) + 1)])  # linear
+    return wide_warps + w * packs, wide_words + packed
 
 
 def add_dependences(v: Z3Model) -> None:
@@ -278,7 +300,8 @@ def add_smem_capacity(v: Z3Model) -> None:
         if op.smem_bytes:
             full, rest = v.lifetime_of(op)
             terms.append(op.smem_bytes * (full + z3.If(rest > 0, 1, 0)))
-    v.solver.add(v.total(terms) + v.objectives["handoffs"] <= v.problem.arch.limit("smem_bytes_per_cta"))
+    static = v.problem.body.static_smem  # allocated outside the loop
+    v.solver.add(v.total(terms) + v.objectives["handoffs"] + static <= v.problem.arch.limit("smem_bytes_per_cta"))
 
 
 def add_tmem_capacity(v: Z3Model) -> None:

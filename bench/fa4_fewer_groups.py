@@ -25,10 +25,10 @@ from twill.problem import build_problem
 from twill.schedule import Schedule
 from twill.solver import model as M
 from twill.solver.assemble import Assignment, assemble, copies_needed
+from twill.solver.hints import short_stage_bound
 from twill.validate import validate
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from fa4_probe import few_stages  # noqa: E402
 
 PROGRAM = Path(__file__).resolve().parents[1] / "programs" / "fa_fwd.py"
 
@@ -53,7 +53,7 @@ def main() -> None:
     arch = get_arch("b200")
     p = build_problem(load_program("fa_fwd", arch, dict(start.body.params)), arch)
     ii, options = start.ii, SolveOptions(workers=2)
-    v = M.ScheduleModel(p, options, ii, ii, few_stages(p, ii))
+    v = M.ScheduleModel(p, options, ii, ii, short_stage_bound(p, ii))
     for name, family in M.JOINT_FAMILIES:
         if name != "symmetry_breaking":
             family(v)

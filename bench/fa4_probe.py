@@ -13,12 +13,10 @@ A probe proves nothing about smaller IIs; the lower bound comes from the search 
 from __future__ import annotations
 
 import argparse
-import math
 import runpy
 import time
 from pathlib import Path
 
-import networkx as nx
 from ortools.sat.python import cp_model
 
 from twill.arch.registry import get_arch
@@ -27,23 +25,11 @@ from twill.options import SolveOptions, pin_groups
 from twill.problem import Problem, build_problem
 from twill.solver import model as M
 from twill.solver.assemble import Assignment, assemble, copies_needed
+from twill.solver.hints import short_stage_bound
 from twill.validate import validate
 
 PROGRAM = Path(__file__).resolve().parents[1] / "programs" / "fa_fwd.py"
 REGISTER_FAMILIES = ("register_budgets", "register_average")
-
-
-def few_stages(problem: Problem, ii: int) -> int:
-    """Stages one iteration needs when its longest dependence chain runs at full speed, plus 2."""
-    g = nx.DiGraph()
-    g.add_nodes_from(op.name for op in problem.ops)
-    for e in problem.edges:
-        if e.distance == 0:
-            w = e.latency + problem.cross_group_cost(e)
-            if not g.has_edge(e.src, e.dst) or g[e.src][e.dst]["w"] < w:
-                g.add_edge(e.src, e.dst, w=w)
-    tail = max(max(op.latency, problem.hold(op.name)) for op in problem.ops)
-    return math.ceil((nx.dag_longest_path_length(g, weight="w") + tail) / ii) + 2
 
 
 def model(problem: Problem, options: SolveOptions, ii: int, stages: int, skip: tuple[str, ...]) -> M.ScheduleModel:
@@ -82,7 +68,7 @@ def values(v: M.ScheduleModel, s: cp_model.CpSolver) -> dict:
 
 def probe(problem: Problem, options: SolveOptions, ii: int, seconds: float, min_groups: bool, tag: str):
     """A validated schedule at ``ii``, or None; prints what each stage did."""
-    t0, stages = time.time(), few_stages(problem, ii)
+    t0, stages = time.time(), short_stage_bound(problem, ii)
     a = model(problem, options, ii, stages, REGISTER_FAMILIES)
     if min_groups:
         a.m.minimize(sum(a.used))

@@ -90,12 +90,7 @@ def _subtile(b: LoopBuilder, arch: Arch, j: str, rows: int, n: int, d: int, dtyp
     # softmax on the rows of S
     b.add(ops.alu(arch, f"rowmax{j}", rows * n, regs=rows, kind="softmax"))
     b.edge(s_value, f"rowmax{j}", blocking=not tmem)
-    b.add(ops.fp32(arch, f"max{j}", rows, regs=rows, kind="softmax"))
-    b.edge(f"rowmax{j}", f"max{j}")
-    b.edge(f"max{j}", f"max{j}", distance=1)  # running max m
-    b.add(ops.exp(arch, f"alpha{j}", rows, regs=rows, kind="softmax"))
-    b.edge(f"max{j}", f"alpha{j}")
-    b.edge(f"max{j}", f"alpha{j}", distance=1)  # exp2(m_old - m_new)
+    _running_max(b, arch, j, rows)
     b.add(ops.softmax_exp(arch, f"exp{j}", rows * n, regs=rows * n, kind="softmax"))
     b.edge(s_value, f"exp{j}")
     b.edge(f"max{j}", f"exp{j}")
@@ -141,12 +136,7 @@ def _granular_subtile(b: LoopBuilder, arch: Arch, j: str, rows: int, n: int, d: 
     # FA4 reduces with 3-input fmax (utils.py 390-413): one instruction folds two new elements
     b.add(ops.alu(arch, f"rowmax{j}", rows * n // 2, regs=rows, kind="softmax"))
     b.edge(f"lds{j}", f"rowmax{j}")
-    b.add(ops.fp32(arch, f"max{j}", rows, regs=rows, kind="softmax"))
-    b.edge(f"rowmax{j}", f"max{j}")
-    b.edge(f"max{j}", f"max{j}", distance=1)  # running max m
-    b.add(ops.exp(arch, f"alpha{j}", rows, regs=rows, kind="softmax"))
-    b.edge(f"max{j}", f"alpha{j}")
-    b.edge(f"max{j}", f"alpha{j}", distance=1)  # exp2(m_old - m_new)
+    _running_max(b, arch, j, rows)
     pv = _split_pv(b, arch, j, rows, n, d, dtype, frags, split_p)
     for f in range(frags):
         exc, stp = f"exc{j}_{f}", f"stp{j}_{f}"
@@ -261,3 +251,13 @@ def flops(block_m: int, block_n: int, head_dim: int, **_) -> int:
     """Useful tensor-core FLOPs of one iteration: Q·Kᵀ and P·V, 2·m·n·k each (FlashAttention's
     convention), so `twill sweep` ranks tile shapes by work per cycle, not by cycles alone."""
     return 2 * 2 * block_m * block_n * head_dim
+
+
+def _running_max(b: LoopBuilder, arch: Arch, j: str, rows: int) -> None:
+    """The running row max m (from rowmax{j}) and the rescale factor alpha = exp2(m_old - m_new)."""
+    b.add(ops.fp32(arch, f"max{j}", rows, regs=rows, kind="softmax"))
+    b.edge(f"rowmax{j}", f"max{j}")
+    b.edge(f"max{j}", f"max{j}", distance=1)  # running max m
+    b.add(ops.exp(arch, f"alpha{j}", rows, regs=rows, kind="softmax"))
+    b.edge(f"max{j}", f"alpha{j}")
+    b.edge(f"max{j}", f"alpha{j}", distance=1)  # exp2(m_old - m_new)

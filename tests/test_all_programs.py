@@ -18,7 +18,7 @@ CASES = [(info.name, arch) for info in list_programs() for arch in ("h100", "b20
 def test_program_schedule_validates_and_simulates_at_ii(name, arch):
     """The solver's schedule passes the independent validator and replays at its II within 1%."""
     p = problem(name, arch)
-    sched = solve(p, SolveOptions(time_limit=240))
+    sched = solve(p, SolveOptions(work_limit=60, time_limit=1800))
     assert validate(p, sched) == []
     result = simulate(p, sched, iterations=12)
     assert abs(result.achieved_ii - sched.ii) <= 0.01 * sched.ii, result.warnings

@@ -34,7 +34,7 @@ def problem(program: str, arch_name: str = H100, **params: int) -> Problem:
 @cache
 def solved(program: str, arch_name: str, **params: int) -> tuple[Problem, Schedule]:
     p = problem(program, arch_name, **params)
-    return p, solve(p, SolveOptions(time_limit=120))
+    return p, solve(p, SolveOptions(work_limit=30, time_limit=900))
 
 
 def hand_schedule(p: Problem, ii: int, starts: dict[str, int], groups: dict[str, int],

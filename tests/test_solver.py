@@ -42,7 +42,7 @@ def test_shared_graphs_jointly(name, ii, b200):
     pure-modulo optima, proven, and every annotation holds: the validator re-checks each rule,
     and warpgroup-wide ops sit in groups of at least their width."""
     p = build_problem(load_program(str(shared_graph(name)), b200), b200)
-    sched = solve(p, SolveOptions(objective=("ii",), time_limit=120))
+    sched = solve(p, SolveOptions(objective=("ii",), work_limit=30, time_limit=900))
     assert (sched.ii, sched.status, sched.ii_lower_bound) == (ii, "optimal", ii)
     assert validate(p, sched) == []
     warps = {g.id: g.warps for g in sched.groups}
@@ -114,7 +114,7 @@ def _overlaps(a, b, ii):
 @pytest.fixture(scope="module")
 def fa3():
     p = problem("fa_fwd", "h100", subtiles=2)
-    return p, solve(p, SolveOptions(time_limit=240))
+    return p, solve(p, SolveOptions(work_limit=60, time_limit=1800))
 
 
 def test_fa_forward_h100_reaches_the_tensor_core_bound(fa3):
@@ -160,7 +160,7 @@ def test_fa3_ablations_cost_ii(params, options):
     be found within the limit, but the bound is proven either way.)"""
     p = problem("fa_fwd", "h100", **params)
     try:
-        sched = solve(p, SolveOptions(time_limit=120, **options))
+        sched = solve(p, SolveOptions(work_limit=30, time_limit=900, **options))
     except InfeasibleError as err:
         assert err.reason == "time limit" and err.proven_lb > 2048
         return
@@ -174,7 +174,7 @@ def test_fa3_needs_no_register_handoff():
     """Forbidding register values from crossing groups leaves FA3's II: its producer hands over
     only TMA buffers, which the hardware signals, and each consumer keeps its own softmax."""
     p = problem("fa_fwd", "h100", subtiles=2)
-    sched = solve(p, SolveOptions(time_limit=120, no_handoff=True))
+    sched = solve(p, SolveOptions(work_limit=30, time_limit=900, no_handoff=True))
     assert (sched.ii, sched.status) == (2048, "optimal")
     group = {o.id: o.group for o in sched.ops}
     assert all(group[e.src] == group[e.dst] for e in p.edges if e.carrier.name == "REGISTERS")

@@ -28,7 +28,7 @@ H100 = str(Path(__file__).resolve().parent / "data" / "h100_datasheet.toml")
 def solved(program: str, arch_name: str, **params: int) -> tuple[Problem, Schedule]:
     arch = get_arch(arch_name)
     p = build_problem(load_program(program, arch, params), arch)
-    return p, solve(p, SolveOptions(time_limit=120))
+    return p, solve(p, SolveOptions(work_limit=30, time_limit=900))
 
 
 def moved(schedule: Schedule, **starts: int) -> Schedule:

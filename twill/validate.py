@@ -404,8 +404,7 @@ def validate(problem: Problem | None, schedule: Schedule) -> list[Violation]:
 
     Examples
     --------
-    >>> from twill.arch.model import Arch
-from twill.arch.registry import get_arch
+    >>> from twill.arch.registry import get_arch
     >>> from twill.frontend.programs import load_program
     >>> from twill.problem import build_problem
     >>> from twill.solver import solve, SolveOptions

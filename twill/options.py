@@ -56,10 +56,11 @@ class SolveOptions:
 
 
 def default_work(time_limit: float) -> float:
-    """The work budget that goes with a wall-clock cap: with two workers a unit takes about 1.5 s
-    of a quiet 2-core machine (docs/benchmarks_notes.md), so the default budget is spent in about
-    40% of the cap, and a machine 2.5 times as loaded still finishes the same work inside it; the
-    answer then does not depend on the load (design.md §3)."""
+    """The work budget that goes with a wall-clock cap: with two workers a unit takes 1.5-2.2 s of
+    a quiet 2-core machine (docs/benchmarks_notes.md, "A reproducible search"), so the default budget
+    is spent in about half the cap, and a machine with one CPU-burning process beside the solve
+    (1.5x slower) still finishes the same work inside it; the answer then does not depend on the
+    load (design.md §3). Under heavier load the cap cuts, and the result says so."""
     return UNITS_PER_SECOND * time_limit
 
 

@@ -314,7 +314,7 @@ def _no_schedule(problem: Problem, options: SolveOptions, result: _IIResult, cap
                                f"{cap} (a fully sequential iteration); a constraint can never be met",
                                reason="search exhausted")
     return InfeasibleError(f"{problem.body.name!r} on {problem.arch.name!r}: no schedule found within "
-                           f"{options.work:g} units of work; II >= {result.floor} is proven (raise --time-limit)",
+                           f"{options.work:g} units of work; II >= {result.floor} is proven (raise --work-limit, or --time-limit)",
                            reason="time limit", proven_lb=result.floor)
 
 

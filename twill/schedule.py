@@ -75,7 +75,7 @@ class Schedule:
     options: dict[str, Any] = field(default_factory=dict)
     arch_path: str | None = None
     ii_seconds: float | None = None  # when the search settled II (proven or given up); the rest is secondary objectives
-    first_seconds: float | None = None  # when the search first held a valid schedule
+    first_seconds: float | None = None  # when the search first held a valid schedule (at most ii_seconds when no heuristic had one)
     work: float | None = None  # CP-SAT deterministic work the solve spent (machine-independent, unlike seconds)
 
     def op(self, name: str) -> ScheduledOp:

@@ -147,8 +147,9 @@ def test_tma_latency_uses_the_unquantized_records():
     # then: the old loop gives one value for all 256 samples, the fixed one a spread below it
     assert len(set(legacy["cycles_raw"])) <= 2 and len(set(hinted["cycles_raw"])) >= 8
     assert max(hinted["cycles_raw"]) < legacy["cycles"]["median"]
+    isolated_only = {k: v for k, v in h200.items() if k != "tma_loaded"}
     # when
-    fact = next(m for m in derive(h200) if m.key == "tma")
+    fact = next(m for m in derive(isolated_only) if m.key == "tma")
     # then: the intercept of the hinted medians, converted to the sustained clock
     pts = sorted((r["bytes"] / 1024, r["cycles"]["median"]) for r in h200["tma"]["records"]
                  if r["kind"] == "latency" and r["source"] == "L2" and r["poll"] == "try_wait"
@@ -167,7 +168,8 @@ def test_quantized_results_say_so_and_take_the_reference(results):
     # when
     alone = next(m for m in derive(results) if m.key == "tma")
     with_ref = next(m for m in derive(results, load_results(RESULTS_H200)) if m.key == "tma")
-    h200 = next(m for m in derive(load_results(RESULTS_H200)) if m.key == "tma")
+    h200_isolated = {k: v for k, v in load_results(RESULTS_H200).items() if k != "tma_loaded"}
+    h200 = next(m for m in derive(h200_isolated) if m.key == "tma")
     # then
     assert "QUANTIZED" in alone.how and not alone.derived_from_reference
     assert with_ref.derived_from_reference and "not measured on this GPU" in with_ref.how
@@ -176,6 +178,36 @@ def test_quantized_results_say_so_and_take_the_reference(results):
                            reference=load_results(RESULTS_H200), reference_label="ref")
     tma = tomllib.loads(text)["latencies"]["tma"]
     assert tma["source"].startswith("I: from a measurement on NVIDIA H200") and "ref/tma.json" in tma["source"]
+
+
+def test_tma_latency_under_load_is_what_a_gemm_ring_waits_for():
+    """With tma_loaded.json, latencies.tma is the median landing of a GEMM step's B tile after its A tile's issue,
+    every SM loading at the tensor cores' pace, less the model's transfer time for both tiles."""
+    # given
+    h200 = load_results(RESULTS_H200)
+    facts = {m.key: m for m in derive(h200)}
+    clock = facts["clock_mhz"].value
+    # when: the record the calibration must read: 128 x 256 tiles at 1024 cycles per step, the deepest ring
+    rec = next(r for r in h200["tma_loaded"]["records"] if r["ctas"] > 1 and r["block_n"] == 256
+               and r["pace_ns"] == 663 and r["depth"] == 4)
+    land = rec["latency_b_cycles"]["median"] * clock / rec["sm_clock_mhz"]["median"]
+    # then
+    assert rec["cycles_per_step"]["median"] <= 1.02 * rec["pace_cycles"]  # the pace held
+    assert facts["tma"].value == pytest.approx(land - (16384 + 32768) / facts["tma_bytes_per_clk"].value, abs=1)
+    assert facts["tma"].value > 2 * next(m for m in derive({k: v for k, v in h200.items() if k != "tma_loaded"})
+                                         if m.key == "tma").value  # far above an isolated load's
+    assert "under load" in facts["tma"].how and facts["tma"].bench == "tma_loaded"
+    # and the saturated feed under a GEMM's sharing is far below every SM on the same tiles
+    assert facts["tma_bytes_per_clk_gemm"].value < 0.5 * facts["tma_bytes_per_clk"].value
+
+
+def test_a_loaded_ring_that_missed_its_pace_gives_no_latency():
+    h200 = load_results(RESULTS_H200)
+    slow = json.loads(json.dumps(h200["tma_loaded"]))
+    for r in slow["records"]:
+        r["cycles_per_step"]["median"] = 1.5 * r["pace_cycles"] + 1
+    with pytest.raises(CalibrationError, match="held the MMA's pace"):
+        derive({**h200, "tma_loaded": slow})
 
 
 def test_smem_facts_come_from_the_smem_benchmark():

@@ -282,9 +282,13 @@ class Report {
     std::vector<double> mhz;
     for (int i = 0; i < sms; ++i) mhz.push_back(1e3 * double(h[2 * i]) / double(h[2 * i + 1]));
     Record r;
-    r.str("when", when).stats("sm_clock_mhz", stats_of(mhz));
+    const Stats st = stats_of(mhz);
+    r.str("when", when).stats("sm_clock_mhz", st);
     clocks_.push_back(r.dump());
+    last_mhz_ = st.median;
   }
+  // Median SM clock of the latest clock_probe (a light load: one thread per SM).
+  double last_probe_mhz() const { return last_mhz_; }
   void write(const char* path) const {
     cudaDeviceProp prop{};
     int dev = 0;
@@ -322,6 +326,7 @@ class Report {
   std::string bench_;
   std::vector<std::string> records_;
   std::vector<std::string> clocks_;
+  double last_mhz_ = 0;
 };
 
 // Per-CTA timing of a throughput kernel: cycles on the CTA's own SM clock and wall-clock ns.

@@ -2,14 +2,15 @@
 
     python bench/gpu/run_suite.py --out DIR [--only wgmma,tma] [--nvcc nvcc]
 
-Each benchmark is a CUDA C++ program in this folder (wgmma.cu, tma.cu, pipes.cu, sync.cu) built for
+Each benchmark is a CUDA C++ program in this folder (wgmma.cu, tma.cu, tma_loaded.cu, pipes.cu, sync.cu,
+smem.cu) built for
 sm_90a. Every program checks its own results against a host reference and marks a measurement
 ``"ok": false`` (with no time) when the check fails. This driver adds what the programs cannot see:
 the GPU's name, driver and clocks from nvidia-smi before and after, the date, the build command and
 the ptxas report, and the SASS instruction counts of every kernel (a benchmark whose kernels lack the
 instructions it means to time, or that ptxas serialised, is marked failed here).
 
-Output: DIR/{wgmma,tma,pipes,sync,smem}.json, the input of ``twill calibrate --from-results DIR``.
+Output: DIR/{wgmma,tma,pipes,sync,smem,tma_loaded}.json, the input of ``twill calibrate --from-results DIR``.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 BUILD = HERE / "build"
-BENCHES = ("wgmma", "tma", "pipes", "sync", "smem")
+BENCHES = ("wgmma", "tma", "pipes", "sync", "smem", "tma_loaded")
 ARCH_FLAGS = ["-gencode=arch=compute_90a,code=sm_90a"]
 NVCC_FLAGS = ["-O3", "-std=c++17", "-lineinfo", "-Xptxas", "-v", *ARCH_FLAGS]
 
@@ -44,6 +45,13 @@ METHOD = {
            "tile touched once. throughput: one thread keeps 192 KiB of tiles in flight; 1 CTA or one CTA per SM; "
            "L2 = an 8 MiB region, every SM on distinct tiles (staggered) or on the same tiles at once (lockstep); "
            "HBM = a 2 GiB tensor streamed once. Tiles are summed and compared with the hash that filled them.",
+    "tma_loaded": "TMA latency under load: one CTA per SM runs the loads of the first two waves of an 8192^3 fp16 "
+                  "GEMM (128 x 64 A tiles, block_n x 64 B tiles, 128B swizzle, raster order, so A panels are shared "
+                  "along a tile row and B panels along a tile column), a ring of `depth` slots; a consumer thread "
+                  "holds each slot for the MMA's pace after both tiles arrived; observer threads wait on each tile's "
+                  "mbarrier with try_wait's suspend hint and record clock64; latency = completion - issue over every "
+                  "CTA and step of two launches after a warm-up launch; one CTA alone as the unloaded reference. "
+                  "Every slot's last tiles are summed and compared with the hash that filled them.",
     "pipes": "1024 threads per SM, 8 independent loop-carried chains per thread and op kind (x <- ex2(-x), "
              "x <- fma(x, a, b), x <- max(x, y), x <- bits(cvt.rn.f16x2.f32(c, x))), inline PTX; pairs issue the "
              "same counts of two kinds together. Latency: one warp, one chain. Final values recomputed on the host.",
@@ -65,6 +73,7 @@ METHOD = {
 SASS_REQUIRED = {
     "wgmma": [("wgmma_kernel", r"\b[HQ]GMMA\.64x(64|128|256)x(16|32)")],
     "tma": [("tma_throughput_kernel", r"\bUTMALDG\b"), ("tma_latency_kernel", r"\bUTMALDG\b")],
+    "tma_loaded": [("tma_loaded_kernel", r"\bUTMALDG\b")],
     "pipes": [("pipe_kernelILi1E", r"\bMUFU\.EX2\b"), ("pipe_kernelILi2E", r"\bFFMA\b"),
               ("pipe_kernelILi3E", r"\bFMNMX\b"), ("pipe_kernelILi4E", r"\bF2FP\.F16\.F32\.PACK_AB\b"),
               ("pipe_kernelILi5E", r"\bF2FP\.BF16\.F32\.PACK_AB\b")],
@@ -84,7 +93,7 @@ def log(msg: str) -> None:
 
 def _sources_hash(bench: str, nvcc: str) -> str:
     h = hashlib.sha256()
-    for name in (f"{bench}.cu", "common.cuh", "gen_wgmma.py", "run_suite.py"):
+    for name in (f"{bench}.cu", "common.cuh", "tma_common.cuh", "gen_wgmma.py", "run_suite.py"):
         h.update((HERE / name).read_bytes())
     h.update(" ".join([nvcc, *NVCC_FLAGS]).encode())
     return h.hexdigest()

@@ -9,10 +9,7 @@
 // Check: tensor element (x, y) holds hash(x, y). Every latency sample's tile is summed and compared
 // with the host's sum; after a throughput run every ring slot's last tile is summed and compared
 // with the sum of hash over that tile's coordinates. A mismatch or a timed-out wait reports no time.
-#include <cuda.h>
-#include <cudaTypedefs.h>
-
-#include "common.cuh"
+#include "tma_common.cuh"
 
 constexpr int kWidth = 4096;                  // elements (uint16) per row: 8 KiB rows
 constexpr int kL2Rows = 1024;                 // 8 MiB region that stays in the 50 MB L2
@@ -20,69 +17,12 @@ constexpr int kHbmRows = 262144;              // 2 GiB tensor streamed once per 
 constexpr int kRingBytes = 192 * 1024;        // tile bytes in flight per SM
 constexpr int kThreads = 128;
 
-__host__ __device__ __forceinline__ uint32_t hash_at(uint32_t x, uint32_t y) {
-  uint32_t h = x * 0x9E3779B1u ^ (y + 0x7F4A7C15u) * 0x85EBCA77u;
-  h ^= h >> 15;
-  h *= 0x2C1B3C6Du;
-  h ^= h >> 13;
-  return h & 0xFFFFu;
-}
-
-__global__ void fill_kernel(uint16_t* p, int rows) {
-  const size_t n = size_t(kWidth) * rows;
-  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x)
-    p[i] = uint16_t(hash_at(uint32_t(i % kWidth), uint32_t(i / kWidth)));
-}
-
-struct Box {
-  int bx, by;     // elements along the row, rows
-  bool swizzle;   // 128-byte swizzle (bx * 2 == 128) or none
-  int bytes() const { return bx * by * 2; }
-};
-
-__device__ __forceinline__ void tma_load_2d(uint32_t dst, const CUtensorMap* map, int x, int y, uint32_t bar) {
-  asm volatile(
-      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], "
-      "[%4];" ::"r"(dst),
-      "l"(reinterpret_cast<uint64_t>(map)), "r"(x), "r"(y), "r"(bar)
-      : "memory");
-}
-
 __device__ __forceinline__ void tile_xy(uint32_t tile, int bx, int by, int* x, int* y) {
   const uint32_t per_row = kWidth / bx;
   *x = int(tile % per_row) * bx;
   *y = int(tile / per_row) * by;
 }
 
-// Sum of the uint16 words of a tile in shared memory (layout-agnostic), by the whole CTA.
-// Sum of every thread's partial sum s, by the whole CTA (warp shuffles, then one atomic per warp).
-__device__ uint32_t cta_sum(uint32_t s, uint32_t* scratch) {
-  for (int o = 16; o; o >>= 1) s += __shfl_xor_sync(0xFFFFFFFFu, s, o);
-  if (threadIdx.x == 0) *scratch = 0;
-  __syncthreads();
-  if (threadIdx.x % 32 == 0) atomicAdd(scratch, s);
-  __syncthreads();
-  const uint32_t total = *scratch;
-  __syncthreads();
-  return total;
-}
-
-__device__ uint32_t smem_tile_sum(const uint16_t* tile, int words, uint32_t* scratch) {
-  uint32_t s = 0;
-  for (int i = threadIdx.x; i < words; i += blockDim.x) s += tile[i];
-  return cta_sum(s, scratch);
-}
-
-__device__ uint32_t expected_tile_sum(int x0, int y0, int bx, int by, uint32_t* scratch) {
-  uint32_t s = 0;
-  for (int i = threadIdx.x; i < bx * by; i += blockDim.x) s += hash_at(uint32_t(x0 + i % bx), uint32_t(y0 + i / bx));
-  return cta_sum(s, scratch);
-}
-
-__device__ __forceinline__ uint8_t* align_1024(uint8_t* p) {
-  const uint32_t a = smem_addr(p);
-  return p + ((1024 - (a & 1023)) & 1023);
-}
 
 // One load in flight, timed by thread 0 on the SM's clock64. What each sample records (all cycles
 // relative to t0, the clock read just before mbarrier.arrive.expect_tx and the TMA issue):
@@ -314,32 +254,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   if (threadIdx.x == 0) bad[blockIdx.x] = mismatches;
 }
 
-static PFN_cuTensorMapEncodeTiled_v12000 encode_fn() {
-  void* fn = nullptr;
-  cudaDriverEntryPointQueryResult q{};
-  CK(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &q));
-  if (q != cudaDriverEntryPointSuccess || !fn) {
-    std::fprintf(stderr, "cuTensorMapEncodeTiled not found in the driver\n");
-    std::exit(6);
-  }
-  return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(fn);
-}
-
 static CUtensorMap make_map(uint16_t* base, int rows, const Box& box) {
-  CUtensorMap map{};
-  const cuuint64_t dims[2] = {cuuint64_t(kWidth), cuuint64_t(rows)};
-  const cuuint64_t strides[1] = {cuuint64_t(kWidth) * 2};
-  const cuuint32_t boxdim[2] = {cuuint32_t(box.bx), cuuint32_t(box.by)};
-  const cuuint32_t estr[2] = {1, 1};
-  const CUresult r = encode_fn()(&map, CU_TENSOR_MAP_DATA_TYPE_UINT16, 2, base, dims, strides, boxdim, estr,
-                                 CU_TENSOR_MAP_INTERLEAVE_NONE,
-                                 box.swizzle ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_NONE,
-                                 CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  if (r != CUDA_SUCCESS) {
-    std::fprintf(stderr, "cuTensorMapEncodeTiled failed (%d) for box %dx%d\n", int(r), box.bx, box.by);
-    std::exit(6);
-  }
-  return map;
+  return make_map_2d(base, kWidth, rows, box);
 }
 
 static uint32_t host_tile_sum(uint32_t tile, const Box& box) {
@@ -367,9 +283,9 @@ int main(int argc, char** argv) {
   CK(cudaMalloc(&l2, size_t(kWidth) * kL2Rows * 2));
   CK(cudaMalloc(&hbm, size_t(kWidth) * kHbmRows * 2));
   CK(cudaMalloc(&flush, flush_bytes));
-  fill_kernel<<<sms * 4, 256>>>(l2, kL2Rows);
+  fill_kernel<<<sms * 4, 256>>>(l2, kWidth, kL2Rows);
   CK_LAUNCH();
-  fill_kernel<<<sms * 4, 256>>>(hbm, kHbmRows);
+  fill_kernel<<<sms * 4, 256>>>(hbm, kWidth, kHbmRows);
   CK_LAUNCH();
   const int smem = kRingBytes + 1024;
   CK(cudaFuncSetAttribute(tma_latency_kernel<false>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));

@@ -36,7 +36,7 @@ __all__ = ["CalibrationError", "Measurement", "BENCHES", "load_results", "load_b
            "datasheet_toml", "fit_line", "run_suite", "gpu_name", "suite_script", "default_name"]
 
 BENCHES = ("wgmma", "tma", "pipes", "sync")
-OPTIONAL_BENCHES = ("smem",)  # read when present (results recorded before issue 21 lack them)
+OPTIONAL_BENCHES = ("smem", "tma_loaded")  # read when present (results recorded before issue 21 lack them)
 # try_wait's suspend-time hint of the unquantized TMA latency records (CUTLASS's 0x989680 ns)
 SUSPEND_HINT_NS = 10_000_000
 SECTION_ORDER = ("chip", "limits", "units", "rates", "latencies", "sync", "features")
@@ -222,7 +222,10 @@ def derive(results: Mapping[str, dict], reference: Mapping[str, dict] | None = N
         f"x {bench_clock:.0f}/{clock:.0f} MHz (informational: the cost model reads tma_bytes_per_clk)", "tma")
     add("chip", "hbm_tbps", round(gbs / 1e3, 2), f"{gbs:.0f} GB/s read by TMA on every SM at once (bytes over the "
         "slowest CTA's time)", "tma")
-    _tma_latency(results, reference, clock, bench_clock, add)
+    if "tma_loaded" in results:
+        _tma_loaded(results, clock, shared * scale, add)
+    else:
+        _tma_latency(results, reference, clock, bench_clock, add)
 
     # -- synchronisation between warp groups
     hand = {int(r["bytes"]): float(r["cycles_per_iter"]) for r in _records(results, "sync", kind="handoff")
@@ -335,6 +338,79 @@ def _tma_latency(results: Mapping[str, dict], reference: Mapping[str, dict] | No
         f"{bench_clock:.0f} MHz; {intercept:.0f} + {slope:.1f}/KiB), x {clock:.0f}/{bench_clock:.0f} MHz; QUANTIZED: "
         "these records lie on the wait loop's ~187-cycle poll grid (issue 21), recalibrate or pass a reference",
         "tma")
+
+
+def _gemm_pace_cycles(block_n: int, rec: Mapping[str, Any]) -> float:
+    """SM cycles of the MMA of one K step of the benchmark's GEMM tile at 4096 FLOP/clk (Hopper's dense fp16)."""
+    return 2 * int(rec["block_m"]) * block_n * int(rec["block_k"]) / 4096
+
+
+def _loaded_at_pace(results: Mapping[str, dict], clock: float) -> dict:
+    """The loaded-latency record of the largest tile paced at its MMA's time at ``clock`` (within 2%), every SM
+    loading, from the deepest ring whose pace held (steps within 2% of the pace): the condition a GEMM's loads
+    meet when the tensor cores set the pace."""
+    recs = [r for r in results["tma_loaded"].get("records", []) if r.get("kind") == "loaded_latency"
+            and r.get("ctas", 1) > 1 and r.get("pace_ns", 0) > 0]
+    if not recs or not all(r.get("ok") for r in recs):
+        raise CalibrationError("tma_loaded.json: a loaded-latency measurement is missing or failed its self-check; "
+                               "rerun bench/gpu/run_suite.py --only tma_loaded")
+    block_n = max(int(r["block_n"]) for r in recs)
+    want_ns = _gemm_pace_cycles(block_n, recs[0]) / clock * 1e3
+    held = [r for r in recs if int(r["block_n"]) == block_n and abs(r["pace_ns"] - want_ns) <= 0.02 * want_ns
+            and float(r["cycles_per_step"]["median"]) <= 1.02 * r["pace_cycles"]]
+    if not held:
+        raise CalibrationError(f"tma_loaded.json: no ring of {block_n}-column tiles held the MMA's pace of "
+                               f"{want_ns:.0f} ns per step; the loads cannot keep up, so no latency is derived")
+    return max(held, key=lambda r: int(r["depth"]))
+
+
+def _tma_loaded(results: Mapping[str, dict], clock: float, rate: float, add) -> None:
+    """``latencies.tma`` from loads under load: the median time from the A tile's issue to the B tile's landing
+    in a GEMM's K loop on every SM at the tensor cores' pace, in cycles at ``clock``, less the model's transfer
+    time for both tiles at ``rate`` (``tma_bytes_per_clk``): the cost model's ``busy + latency`` of the pair then
+    equals what the ring's consumer waits for. The isolated load's intercept (``_tma_latency``) is given
+    beside it, and the tile pattern's saturated L2 feed as ``tma_bytes_per_clk_gemm`` (informational)."""
+    rec = _loaded_at_pace(results, clock)
+    mhz = float(rec["sm_clock_mhz"]["median"])
+    pair = int(rec["bytes_a"]) + int(rec["bytes_b"])
+    land = float(rec["latency_b_cycles"]["median"]) * clock / mhz
+    pct_b, pct_a = rec["latency_b_percentiles"], rec["latency_a_percentiles"]
+    alone = [r for r in results["tma_loaded"]["records"] if r.get("ctas") == 1 and r.get("ok")
+             and r["block_n"] == rec["block_n"]]
+    alone_txt = (f"; one CTA alone, same loads: B lands {alone[0]['latency_b_cycles']['median']:.0f} cycles after "
+                 f"A's issue at {alone[0]['sm_clock_mhz']['median']:.0f} MHz" if alone else "")
+    iso = [r for r in results["tma"].get("records", []) if _is_unquantized(r) and r.get("source") == "L2"
+           and not r.get("swizzle_128b") and r.get("bytes", 0) >= 16384 and r.get("ok")]
+    iso_txt = ""
+    if len(iso) >= 2:
+        tma_mhz = statistics.median(float(r["sm_clock_mhz"]["median"]) for r in results["tma"]["records"]
+                                    if r.get("kind") == "throughput")
+        icpt, _ = fit_line((r["bytes"] / 1024, float(r["cycles"]["median"])) for r in iso)
+        iso_txt = (f". An isolated load from L2 (tma.json): intercept {icpt:.0f} cycles at {tma_mhz:.0f} MHz, "
+                   f"{icpt * clock / tma_mhz:.0f} at {clock:.0f} MHz; a ring planned on it is too shallow under "
+                   "load (docs/codegen.md: the GEMM kernels ran at 1.4-3.1 x II)")
+    add("latencies", "tma", round(land - pair / rate),
+        f"TMA latency under load (bench/gpu/tma_loaded.cu): every SM runs the K loop of an 8192^3 fp16 GEMM's first "
+        f"two waves (128 x {rec['block_n']} tiles, K step 64, raster order, A panels shared along a tile row, B along "
+        f"a column), a ring of {rec['depth']} slots, each step held for the MMA's time ({rec['pace_ns']} ns = "
+        f"{_gemm_pace_cycles(int(rec['block_n']), rec):.0f} cycles at {clock:.0f} MHz; measured "
+        f"{float(rec['cycles_per_step']['median']):.0f} cycles per step at {mhz:.0f} MHz): the B tile lands "
+        f"{float(rec['latency_b_cycles']['median']):.0f} cycles after the A tile's issue (median of "
+        f"{rec['latency_b_cycles']['n']}; p10/p90/p99 {pct_b['p10']}/{pct_b['p90']}/{pct_b['p99']}; the A tile's own "
+        f"p10/p50/p90 {pct_a['p10']}/{pct_a['p50']}/{pct_a['p90']}), x {clock:.0f}/{mhz:.0f} MHz = {land:.0f}, less "
+        f"both tiles' {pair // 1024} KiB at tma_bytes_per_clk ({pair / rate:.0f}){alone_txt}{iso_txt}", "tma_loaded")
+    sat = [r for r in results["tma_loaded"]["records"] if r.get("ctas", 1) > 1 and r.get("pace_ns") == 0
+           and r.get("ok") and r["block_n"] == rec["block_n"]]
+    if sat:
+        r = sat[0]
+        per_clk = (int(r["bytes_a"]) + int(r["bytes_b"])) / float(r["cycles_per_step"]["median"])
+        r_mhz = float(r["sm_clock_mhz"]["median"])
+        add("rates", "tma_bytes_per_clk_gemm", round(per_clk * r_mhz / clock, 1),
+            f"{per_clk:.1f} B/clk/SM at {r_mhz:.0f} MHz: the same GEMM loads with the ring released at once (no MMA "
+            f"pace), every SM, {r['depth']} slots, x {r_mhz:.0f}/{clock:.0f} MHz. The L2 feed under a GEMM's tile "
+            "sharing saturates here, well below tma_bytes_per_clk (every SM on the same tiles) (informational: the "
+            "cost model reads tma_bytes_per_clk; a loop needing more per SM is bound by this, issue 21)",
+            "tma_loaded")
 
 
 def _smem(results: Mapping[str, dict], add) -> None:

@@ -244,7 +244,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   // Every slot holds the last tile loaded into it.
   uint32_t mismatches = 0;
   for (int slot = 0; slot < stages; ++slot) {
-    const int it = iters - stages + ((slot - (iters - stages) % stages) + stages) % stages;
+    const int it = last_step_in_slot(slot, iters, stages);
     int x, y;
     tile_xy(tile_of(it), bx, by, &x, &y);
     const uint32_t got = smem_tile_sum(reinterpret_cast<const uint16_t*>(ring + size_t(slot) * bytes), bx * by, &scratch);

@@ -60,6 +60,12 @@ __device__ uint32_t expected_tile_sum(int x0, int y0, int bx, int by, uint32_t* 
   return cta_sum(s, scratch);
 }
 
+// The step whose tile sits in ring slot `slot` after `steps` steps through a ring of `depth` slots
+// (step s goes to slot s % depth): what each slot's self-check compares against.
+__host__ __device__ __forceinline__ int last_step_in_slot(int slot, int steps, int depth) {
+  return steps - depth + ((slot - (steps - depth) % depth) + depth) % depth;
+}
+
 __device__ __forceinline__ uint8_t* align_1024(uint8_t* p) {
   const uint32_t a = smem_addr(p);
   return p + ((1024 - (a & 1023)) & 1023);

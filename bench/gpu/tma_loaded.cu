@@ -116,7 +116,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   // Every slot holds the last A and B tiles loaded into it.
   uint32_t mismatches = 0;
   for (int slot = 0; slot < depth; ++slot) {
-    const int s = steps - depth + ((slot - (steps - depth) % depth) + depth) % depth;
+    const int s = last_step_in_slot(slot, steps, depth);
     int k, tm, tn;
     coords(s, &k, &tm, &tn);
     const uint8_t* src = ring + size_t(slot) * slot_bytes;

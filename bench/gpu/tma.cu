@@ -247,9 +247,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     const int it = last_step_in_slot(slot, iters, stages);
     int x, y;
     tile_xy(tile_of(it), bx, by, &x, &y);
-    const uint32_t got = smem_tile_sum(reinterpret_cast<const uint16_t*>(ring + size_t(slot) * bytes), bx * by, &scratch);
-    const uint32_t want = expected_tile_sum(x, y, bx, by, &scratch);
-    mismatches += got != want;
+    mismatches += !tile_matches(ring + size_t(slot) * bytes, x, y, bx, by, &scratch);
   }
   if (threadIdx.x == 0) bad[blockIdx.x] = mismatches;
 }

@@ -60,6 +60,12 @@ __device__ uint32_t expected_tile_sum(int x0, int y0, int bx, int by, uint32_t* 
   return cta_sum(s, scratch);
 }
 
+// Whether the bx x by tile in shared memory at `tile` holds hash_at over the box at (x0, y0), by the whole CTA.
+__device__ bool tile_matches(const uint8_t* tile, int x0, int y0, int bx, int by, uint32_t* scratch) {
+  return smem_tile_sum(reinterpret_cast<const uint16_t*>(tile), bx * by, scratch) ==
+         expected_tile_sum(x0, y0, bx, by, scratch);
+}
+
 // The step whose tile sits in ring slot `slot` after `steps` steps through a ring of `depth` slots
 // (step s goes to slot s % depth): what each slot's self-check compares against.
 __host__ __device__ __forceinline__ int last_step_in_slot(int slot, int steps, int depth) {

@@ -120,10 +120,8 @@ __global__ void __launch_bounds__(kThreads, 1)
     int k, tm, tn;
     coords(s, &k, &tm, &tn);
     const uint8_t* src = ring + size_t(slot) * slot_bytes;
-    mismatches += smem_tile_sum(reinterpret_cast<const uint16_t*>(src), kBlockM * kBlockK, &scratch) !=
-                  expected_tile_sum(k, tm * kBlockM, kBlockK, kBlockM, &scratch);
-    mismatches += smem_tile_sum(reinterpret_cast<const uint16_t*>(src + bytes_a), block_n * kBlockK, &scratch) !=
-                  expected_tile_sum(k, tn * block_n, kBlockK, block_n, &scratch);
+    mismatches += !tile_matches(src, k, tm * kBlockM, kBlockK, kBlockM, &scratch);
+    mismatches += !tile_matches(src + bytes_a, k, tn * block_n, kBlockK, block_n, &scratch);
   }
   if (threadIdx.x == 0) bad[blockIdx.x] = mismatches;
 }

@@ -311,3 +311,15 @@ def test_the_last_solution_stands_when_the_canonical_pass_cannot_run():
     sched = search._extract(p, ctx.options, final, value, False, 1024, "cut", {}, 0.0)
     assert final is v and validate(p, sched) == []
     assert sched.objective_values["regs"] == s.value(v.objective_terms["regs"])
+
+
+def test_no_schedule_within_the_budget_says_why_the_sequential_schedule_does_not_fit():
+    """Head dim 256 with two sub-tiles on b200: both 256-column O tiles and an S tile would share TMEM, so
+    even one iteration at a time breaks its 512 columns; the error names that, not only the budget."""
+    p = problem("fa_fwd", "b200", subtiles=2, head_dim=256, block_n=64)
+    with pytest.raises(InfeasibleError) as err:
+        solve(p, SolveOptions(time_limit=60, work_limit=1.0, workers=2))
+    text = str(err.value)
+    assert "no schedule found within 1 units of work; II >= 2048 is proven" in text
+    assert "the sequential schedule breaks tmem" in text and "576 columns" in text and "b200 has 512" in text
+    assert "\n" not in text

@@ -314,8 +314,17 @@ def _no_schedule(problem: Problem, options: SolveOptions, result: _IIResult, cap
                                f"{cap} (a fully sequential iteration); a constraint can never be met",
                                reason="search exhausted")
     return InfeasibleError(f"{problem.body.name!r} on {problem.arch.name!r}: no schedule found within "
-                           f"{options.work:g} units of work; II >= {result.floor} is proven (raise --work-limit, or --time-limit)",
-                           reason="time limit", proven_lb=result.floor)
+                           f"{options.work:g} units of work; II >= {result.floor} is proven{_why_no_first(problem, options)} "
+                           "(raise --work-limit, or --time-limit)", reason="time limit", proven_lb=result.floor)
+
+
+def _why_no_first(problem: Problem, options: SolveOptions) -> str:
+    """Why the sequential schedule, the first schedule of last resort, was no answer: its first
+    broken rule (a footprint that does not fit even one iteration at a time), or nothing."""
+    if options.fixed_groups or options.single_stage or options.no_handoff:
+        return ""
+    broken = validate(problem, sequential_witness(problem, swp_only=options.swp_only))
+    return f"; the sequential schedule breaks {broken[0].rule} ({broken[0].message})" if broken else ""
 
 
 def _heuristic_incumbent(problem: Problem, options: SolveOptions, lb: int, work: Work) -> Schedule | None:

@@ -223,7 +223,7 @@ def derive(results: Mapping[str, dict], reference: Mapping[str, dict] | None = N
     add("chip", "hbm_tbps", round(gbs / 1e3, 2), f"{gbs:.0f} GB/s read by TMA on every SM at once (bytes over the "
         "slowest CTA's time)", "tma")
     if "tma_loaded" in results:
-        _tma_loaded(results, clock, shared * scale, add)
+        _tma_loaded(results, clock, bench_clock, shared * scale, round(fp16), add)
     else:
         _tma_latency(results, reference, clock, bench_clock, add)
 
@@ -340,12 +340,12 @@ def _tma_latency(results: Mapping[str, dict], reference: Mapping[str, dict] | No
         "tma")
 
 
-def _gemm_pace_cycles(block_n: int, rec: Mapping[str, Any]) -> float:
-    """SM cycles of the MMA of one K step of the benchmark's GEMM tile at 4096 FLOP/clk (Hopper's dense fp16)."""
-    return 2 * int(rec["block_m"]) * block_n * int(rec["block_k"]) / 4096
+def _gemm_pace_cycles(rec: Mapping[str, Any], flops_per_clk: float) -> float:
+    """SM cycles of the MMA of one K step of the benchmark's GEMM tile at the measured tensor-core rate."""
+    return 2 * int(rec["block_m"]) * int(rec["block_n"]) * int(rec["block_k"]) / flops_per_clk
 
 
-def _loaded_at_pace(results: Mapping[str, dict], clock: float) -> dict:
+def _loaded_at_pace(results: Mapping[str, dict], clock: float, flops_per_clk: float) -> dict:
     """The loaded-latency record of the largest tile paced at its MMA's time at ``clock`` (within 2%), every SM
     loading, from the deepest ring whose pace held (steps within 2% of the pace): the condition a GEMM's loads
     meet when the tensor cores set the pace."""
@@ -355,8 +355,9 @@ def _loaded_at_pace(results: Mapping[str, dict], clock: float) -> dict:
         raise CalibrationError("tma_loaded.json: a loaded-latency measurement is missing or failed its self-check; "
                                "rerun bench/gpu/run_suite.py --only tma_loaded")
     block_n = max(int(r["block_n"]) for r in recs)
-    want_ns = _gemm_pace_cycles(block_n, recs[0]) / clock * 1e3
-    held = [r for r in recs if int(r["block_n"]) == block_n and abs(r["pace_ns"] - want_ns) <= 0.02 * want_ns
+    widest = [r for r in recs if int(r["block_n"]) == block_n]
+    want_ns = _gemm_pace_cycles(widest[0], flops_per_clk) / clock * 1e3
+    held = [r for r in widest if abs(r["pace_ns"] - want_ns) <= 0.02 * want_ns
             and float(r["cycles_per_step"]["median"]) <= 1.02 * r["pace_cycles"]]
     if not held:
         raise CalibrationError(f"tma_loaded.json: no ring of {block_n}-column tiles held the MMA's pace of "
@@ -364,43 +365,41 @@ def _loaded_at_pace(results: Mapping[str, dict], clock: float) -> dict:
     return max(held, key=lambda r: int(r["depth"]))
 
 
-def _tma_loaded(results: Mapping[str, dict], clock: float, rate: float, add) -> None:
+def _tma_loaded(results: Mapping[str, dict], clock: float, tma_clock: float, rate: float, flops_per_clk: float,
+                add) -> None:
     """``latencies.tma`` from loads under load: the median time from the A tile's issue to the B tile's landing
     in a GEMM's K loop on every SM at the tensor cores' pace, in cycles at ``clock``, less the model's transfer
     time for both tiles at ``rate`` (``tma_bytes_per_clk``): the cost model's ``busy + latency`` of the pair then
-    equals what the ring's consumer waits for. The isolated load's intercept (``_tma_latency``) is given
-    beside it, and the tile pattern's saturated L2 feed as ``tma_bytes_per_clk_gemm`` (informational)."""
-    rec = _loaded_at_pace(results, clock)
+    equals what the ring's consumer waits for. The isolated load's intercept (tma.json, measured at
+    ``tma_clock``) is given beside it, and the tile pattern's saturated L2 feed as ``tma_bytes_per_clk_gemm``
+    (informational)."""
+    rec = _loaded_at_pace(results, clock, flops_per_clk)
     mhz = float(rec["sm_clock_mhz"]["median"])
     pair = int(rec["bytes_a"]) + int(rec["bytes_b"])
     land = float(rec["latency_b_cycles"]["median"]) * clock / mhz
     pct_b, pct_a = rec["latency_b_percentiles"], rec["latency_a_percentiles"]
-    alone = [r for r in results["tma_loaded"]["records"] if r.get("ctas") == 1 and r.get("ok")
-             and r["block_n"] == rec["block_n"]]
+    same_tile = [r for r in results["tma_loaded"]["records"] if r.get("ok") and r["block_n"] == rec["block_n"]]
+    alone = [r for r in same_tile if r.get("ctas") == 1]
     alone_txt = (f"; one CTA alone, same loads: B lands {alone[0]['latency_b_cycles']['median']:.0f} cycles after "
                  f"A's issue at {alone[0]['sm_clock_mhz']['median']:.0f} MHz" if alone else "")
-    iso = [r for r in results["tma"].get("records", []) if _is_unquantized(r) and r.get("source") == "L2"
-           and not r.get("swizzle_128b") and r.get("bytes", 0) >= 16384 and r.get("ok")]
+    iso, unquantized = _l2_latency_points(results)
     iso_txt = ""
-    if len(iso) >= 2:
-        tma_mhz = statistics.median(float(r["sm_clock_mhz"]["median"]) for r in results["tma"]["records"]
-                                    if r.get("kind") == "throughput")
+    if unquantized:
         icpt, _ = fit_line((r["bytes"] / 1024, float(r["cycles"]["median"])) for r in iso)
-        iso_txt = (f". An isolated load from L2 (tma.json): intercept {icpt:.0f} cycles at {tma_mhz:.0f} MHz, "
-                   f"{icpt * clock / tma_mhz:.0f} at {clock:.0f} MHz; a ring planned on it is too shallow under "
+        iso_txt = (f". An isolated load from L2 (tma.json): intercept {icpt:.0f} cycles at {tma_clock:.0f} MHz, "
+                   f"{icpt * clock / tma_clock:.0f} at {clock:.0f} MHz; a ring planned on it is too shallow under "
                    "load (docs/codegen.md: the GEMM kernels ran at 1.4-3.1 x II)")
     add("latencies", "tma", round(land - pair / rate),
         f"TMA latency under load (bench/gpu/tma_loaded.cu): every SM runs the K loop of an 8192^3 fp16 GEMM's first "
         f"two waves (128 x {rec['block_n']} tiles, K step 64, raster order, A panels shared along a tile row, B along "
         f"a column), a ring of {rec['depth']} slots, each step held for the MMA's time ({rec['pace_ns']} ns = "
-        f"{_gemm_pace_cycles(int(rec['block_n']), rec):.0f} cycles at {clock:.0f} MHz; measured "
+        f"{_gemm_pace_cycles(rec, flops_per_clk):.0f} cycles at {clock:.0f} MHz; measured "
         f"{float(rec['cycles_per_step']['median']):.0f} cycles per step at {mhz:.0f} MHz): the B tile lands "
         f"{float(rec['latency_b_cycles']['median']):.0f} cycles after the A tile's issue (median of "
         f"{rec['latency_b_cycles']['n']}; p10/p90/p99 {pct_b['p10']}/{pct_b['p90']}/{pct_b['p99']}; the A tile's own "
         f"p10/p50/p90 {pct_a['p10']}/{pct_a['p50']}/{pct_a['p90']}), x {clock:.0f}/{mhz:.0f} MHz = {land:.0f}, less "
         f"both tiles' {pair // 1024} KiB at tma_bytes_per_clk ({pair / rate:.0f}){alone_txt}{iso_txt}", "tma_loaded")
-    sat = [r for r in results["tma_loaded"]["records"] if r.get("ctas", 1) > 1 and r.get("pace_ns") == 0
-           and r.get("ok") and r["block_n"] == rec["block_n"]]
+    sat = [r for r in same_tile if r.get("ctas", 1) > 1 and r.get("pace_ns") == 0]
     if sat:
         r = sat[0]
         per_clk = (int(r["bytes_a"]) + int(r["bytes_b"])) / float(r["cycles_per_step"]["median"])

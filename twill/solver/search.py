@@ -321,10 +321,16 @@ def _no_schedule(problem: Problem, options: SolveOptions, result: _IIResult, cap
 def _why_no_first(problem: Problem, options: SolveOptions) -> str:
     """Why the sequential schedule, the first schedule of last resort, was no answer: its first
     broken rule (a footprint that does not fit even one iteration at a time), or nothing."""
-    if options.fixed_groups or options.single_stage or options.no_handoff:
+    if not _heuristics_apply(options):
         return ""
     broken = validate(problem, sequential_witness(problem, swp_only=options.swp_only))
     return f"; the sequential schedule breaks {broken[0].rule} ({broken[0].message})" if broken else ""
+
+
+def _heuristics_apply(options: SolveOptions) -> bool:
+    """Whether IMS and the sequential schedule obey the options: not under a baseline or ablation whose
+    restriction (fixed groups, one stage, no hand-off) they ignore."""
+    return not (options.fixed_groups or options.single_stage or options.no_handoff)
 
 
 def _heuristic_incumbent(problem: Problem, options: SolveOptions, lb: int, work: Work) -> Schedule | None:
@@ -337,7 +343,7 @@ def _heuristic_incumbent(problem: Problem, options: SolveOptions, lb: int, work:
     restriction (fixed groups, one stage, no hand-off) the heuristics do not obey; they do obey a
     warp cap (``max_warps``), and the cap is checked again on their schedules.
     """
-    if options.fixed_groups or options.single_stage or options.no_handoff:
+    if not _heuristics_apply(options):
         return None
 
     result = (ims_swp if options.swp_only else ims_triton_split)(problem, options, deadline=work.deadline)

@@ -202,6 +202,7 @@ def _options(args: argparse.Namespace, from_start: bool = False, problem: Proble
         max_warps=args.max_warps,
         no_handoff=args.no_handoff,
         fixed_groups=_fixed_groups(getattr(args, "groups", None), ops),
+        single_stage=getattr(args, "single_stage", False),
         progress=None if args.quiet else (lambda msg: print(msg, file=sys.stderr, flush=True)),
     )
 
@@ -611,6 +612,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="impose warp groups on ops, e.g. 'load_a=0,mma0=1,mma1=2' (group numbers only tell ops apart; "
                    "the solver still chooses warps and registers), or pin every op with fnmatch patterns, groups "
                    "separated by ';' (e.g. 'load_*;qk*,pv*;lds0,exc0_*;...'; programs/fa_fwd.py FA4_ROLES)")
+    p.add_argument("--single-stage", action="store_true",
+                   help="ablation: no cross-iteration software pipeline (each iteration within its own II window, "
+                        "as warp-specialized code without pipelining runs)")
     p.add_argument("--solver", choices=("cpsat", "z3"), default="cpsat",
                    help="backend: cpsat (default) or z3, the differential-testing reference for small graphs")
     p.add_argument("--out", "-o", help="write the schedule as twill.schedule/1 JSON")

@@ -7,8 +7,11 @@ launcher. Every line that carries a schedule decision ends with a comment naming
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 from twill.codegen import templates as T
-from twill.codegen.plan import Channel, Partition, Plan
+from twill.codegen.plan import Channel, CodegenError, Partition, Plan
+from twill.ir import Carrier
 
 __all__ = ["emit_source"]
 
@@ -22,12 +25,46 @@ def _needs_upper_guard(j: T.Iter) -> bool:
     return j.off > 0
 
 
-class _Body:
-    """Lines of one partition function with the schedule facts in comments."""
+def _key(j: T.Iter) -> tuple[str, int]:
+    return (j.base, j.off)
 
-    def __init__(self, plan: Plan, part: Partition):
+
+@dataclass(slots=True)
+class _State:
+    """What the emitted code holds at the current point: for each op the iterations its value
+    variables hold ([var, var_p1, ...], newest first), the wgmmas issued and not yet retired (in
+    issue order), and the tensor-core windows whose turn was taken and not yet passed."""
+
+    hist: dict[str, list[T.Iter]] = field(default_factory=dict)
+    inflight: list[tuple[str, T.Iter]] = field(default_factory=list)
+    open_turns: dict[int, T.Iter] = field(default_factory=dict)
+    tokens: set[str] = field(default_factory=set)  # variables typed as in-flight wgmma accumulators
+
+    def rebase(self, f) -> _State:
+        return _State({k: [f(j) for j in v] for k, v in self.hist.items()}, [(o, f(j)) for o, j in self.inflight],
+                      {p: f(j) for p, j in self.open_turns.items()}, set(self.tokens))
+
+    def signature(self) -> tuple:
+        return ({k: [_key(j) for j in v] for k, v in self.hist.items()}, [(o, _key(j)) for o, j in self.inflight],
+                {p: _key(j) for p, j in self.open_turns.items()}, sorted(self.tokens))
+
+
+class _Body:
+    """Lines of one partition function with the schedule facts in comments.
+
+    Emission replays the partition's program (prologue, one steady-state body, epilogue) on a
+    ``_State``, so every read names the variable that holds the right iteration of its producer
+    (modulo variable expansion by rotation copies, ``depth`` of them per op), every wgmma is retired
+    before its value is read, and every tensor-core turn taken is passed."""
+
+    def __init__(self, plan: Plan, part: Partition, depth: dict[str, int]):
         self.plan, self.part, self.lines = plan, part, []
         self.n = plan.frame.trip_count
+        self.depth = depth  # rotation copies per op
+        self.used: dict[str, int] = {}  # deepest copy read per op (sizes ``depth``)
+        self.st = _State()
+        self.assigned: set[str] = set()  # ops bound so far in the current loop step
+        self.top_reads: set[tuple[str, int]] = set()  # (op, copy) read before the step rebinds op
 
     def add(self, line: str, depth: int = 1) -> None:
         self.lines.append(IND * depth + line)
@@ -36,6 +73,64 @@ class _Body:
         mine = [o for o in self.part.ops if any(r.op == o for r in ch.rings)]
         return mine[0] == op
 
+    # ---- values --------------------------------------------------------------------------------
+    def name(self, op: str, i: int) -> str:
+        v = self.plan.var(op)
+        return v if i == 0 else f"{v}_p{i}"
+
+    def lookup(self, op: str, j: T.Iter, record: bool = True) -> str | None:
+        held = [_key(x) for x in self.st.hist.get(op, [])]
+        if _key(j) not in held:
+            return None
+        i = held.index(_key(j))
+        if record:
+            self.used[op] = max(self.used.get(op, 0), i)
+            if op not in self.assigned:
+                self.top_reads.add((op, i))
+        return self.name(op, i)
+
+    def read(self, op: str, j: T.Iter, reader: str, depth: int, retire: bool = True) -> str:
+        """The variable holding ``op``'s value of iteration ``j``, retired first if in flight (unless
+        ``retire`` is off: a wgmma chaining an accumulator still in flight)."""
+        if retire and any(o == op and _key(x) == _key(j) for o, x in self.st.inflight):
+            n_after = len(self.st.inflight) - 1 - next(i for i, (o, x) in enumerate(self.st.inflight)
+                                                       if o == op and _key(x) == _key(j))
+            self.wait(n_after, f"{reader} reads {op} of iteration {j.expr()}: retire it first", depth)
+        name = self.lookup(op, j)
+        if name is None:
+            raise CodegenError(f"codegen: {reader} reads {op} of iteration {j.expr()}, which no variable holds at "
+                               f"that point in group {self.part.group}'s program")
+        return name
+
+    def assign(self, op: str, j: T.Iter, expr: str, why: str, depth: int) -> None:
+        """Rotate ``op``'s older values one copy down (as deep as its readers need), then bind the new one."""
+        held = self.st.hist.get(op, [])
+        keep = self.depth.get(op, 0)
+        for i in range(min(keep, len(held)), 0, -1):
+            if op not in self.assigned:
+                self.top_reads.add((op, i - 1))
+            self.add(f"{self.name(op, i)} = {self.name(op, i - 1)}  # keep {op} of iteration "
+                     f"{held[i - 1].expr()} for a reader {i} step(s) on", depth)
+            self.st.tokens.discard(self.name(op, i))
+            if self.name(op, i - 1) in self.st.tokens:
+                self.st.tokens.add(self.name(op, i))
+        self.st.hist[op] = [j] + held[:keep]
+        self.assigned.add(op)
+        self.add(f"{self.name(op, 0)} = {expr}  # {why}", depth)
+        self.st.tokens.discard(self.name(op, 0))
+        if self.plan.kind(op) == "wgmma":
+            self.st.tokens.add(self.name(op, 0))
+
+    def reader(self, op: str, j: T.Iter, depth: int):
+        def read(src: str, distance: int) -> str:
+            if not any(e.src == src and e.dst == op and e.distance == distance and e.carrier == Carrier.REGISTERS
+                       for e in self.plan.problem.edges):
+                raise CodegenError(f"codegen: the {self.plan.frame.program} frame reads {src} (distance {distance}) "
+                                   f"for {op}, but the body has no such register edge")
+            return self.read(src, j.shift(-distance), op, depth)
+        return read
+
+    # ---- ops -----------------------------------------------------------------------------------
     def load(self, op: str, j: T.Iter, depth: int) -> None:
         plan, sched = self.plan, self.plan.schedule
         ring = plan.rings[op]
@@ -54,6 +149,19 @@ class _Body:
                               + " + ".join(f"{r.op} {r.slot_bytes} B" for r in ch.rings)), depth)
         self.add(T.tma_load(op, ring.spec.desc, ring.spec.coord(j.expr()), ch.name, j, ch.copies, pred, where), depth)
 
+    def compute(self, op: str, j: T.Iter, depth: int) -> None:
+        o = self.plan.schedule.op(op)
+        expr = self.plan.frame.compute(op, self.reader(op, j, depth))
+        self.assign(op, j, expr, f"{op} of iteration {j.expr()}: group {o.group}, stage {o.stage}, offset {o.offset}",
+                    depth)
+
+    def _operand_a(self, op: str, spec, j: T.Iter, depth: int) -> str:
+        if spec.a_from == "regs":
+            return self.reader(op, j, depth)(spec.a, 0)
+        if spec.a_from == "smem":
+            return spec.a + ("" if spec.a_rows is None else f".slice({spec.a_rows[0]}, {spec.a_rows[1]})")
+        return T.ring_view(spec.a, self.plan.rings[spec.a].copies, spec.a_rows, False, j)
+
     def mma(self, op: str, j: T.Iter, depth: int) -> None:
         plan, sched = self.plan, self.plan.schedule
         spec = plan.mmas[op]
@@ -63,39 +171,81 @@ class _Body:
             self.add(f"if {guard}:  # peeled step: {op} runs only for iterations that exist", depth)
             depth += 1
         seen: list[Channel] = []
-        for src in (spec.a, spec.b):
+        for src in ([spec.a] if spec.a_from == "ring" else []) + [spec.b]:
             ch = plan.channel_of(src)
             if ch not in seen:
                 seen.append(ch)
                 self.add(T.wait_full(ch.name, j, ch.copies,
                                      f"{ch.name} filled by group {ch.producer}"
                                      + ("" if ch.cross else " (same group: TMA completion only)")), depth)
-        ra, rb = plan.rings[spec.a], plan.rings[spec.b]
-        mine = [x for x in self.part.ops if x in plan.mmas]
-        turn = plan.turns.index(o.group) if plan.turns else None
-        order = f"groups {plan.turns} take tensor-core turns in start order " + ", ".join(
-            f"{x.id}@{x.start}" for x in sorted((sched.op(m) for m in plan.mmas), key=lambda x: x.start))
-        if turn is not None and op == mine[0]:
-            self.add(T.turn_wait(turn, j, f"wait for group {o.group}'s turn: {order}"), depth)
-        self.add(T.wgmma(spec.acc, spec.a, ra.copies, spec.a_rows, spec.b, rb.copies, spec.b_permute, j,
-                         f"{op}: group {o.group}, stage {o.stage}, offset {o.offset}; accumulator chained in place"),
-                 depth)
-        if turn is not None and op == mine[-1]:
-            nxt = plan.turns[(turn + 1) % len(plan.turns)]
-            self.add(T.turn_pass(turn, len(plan.turns), f"pass the turn to group {nxt}"), depth)
-        for w in plan.waits.values():
-            if w.after == op:
-                self.retire(w.op, j.shift(-w.lag), w.depth, depth)
+        win = plan.window_of(op)
+        order = f"windows {[(w.group, list(w.ops)) for w in plan.windows]} take tensor-core turns in start order"
+        if win is not None and op == win.first:
+            rnd = j.shift(win.rounds[op])
+            self.add(T.turn_wait(win.position, rnd, f"wait for group {o.group}'s turn: {order}"), depth)
+            self.st.open_turns[win.position] = rnd
+        a = self._operand_a(op, spec, j, depth)
+        b = T.ring_view(spec.b, plan.rings[spec.b].copies, None, spec.b_permute, j)
+        if spec.acc_from is None:
+            # donate the op's own previous tile (dead by its next issue; tokens excepted): a fresh
+            # placeholder per issue would pin a loop-invariant tile's worth of registers
+            acc, use = self.lookup(op, self.st.hist[op][0]), False
+        else:
+            acc, use = self.read(spec.acc_from, j.shift(-spec.acc_distance), op, depth, retire=False), True
+        self.assign(op, j, T.wgmma(a, b, acc, use), f"{op}: group {o.group}, stage {o.stage}, offset {o.offset}; "
+                    + ("accumulator chained in place" if use else "fresh accumulator"), depth)
+        self.st.inflight.append((op, j))
+        if win is not None and op == win.last:
+            self.pass_turn(win, j.shift(win.rounds[op]), depth)
+        self.after(op, j, depth)
 
-    def retire(self, op: str, j: T.Iter, k: int, depth: int) -> None:
-        plan, sched = self.plan, self.plan.schedule
+    def pass_turn(self, win, rnd: T.Iter, depth: int) -> None:
+        nxt = self.plan.windows[(win.position + 1) % len(self.plan.windows)]
+        why = f"pass the turn to group {nxt.group}"
+        if not rnd.base and rnd.off < 0:
+            return  # a round before the first: its window never opened
+        pred = f"{rnd.expr()} >= 0" if rnd.base and rnd.min < 0 else None
+        self.add(T.turn_pass(win.position, len(self.plan.windows), why, pred), depth)
+        self.st.open_turns.pop(win.position, None)
+
+    def after(self, op: str, j: T.Iter, depth: int) -> None:
+        """The schedule's retire points that follow ``op``."""
+        for w in self.plan.waits.values():
+            if w.after == op:
+                target = (w.op, j.shift(-w.lag))
+                if any(o == target[0] and _key(x) == _key(target[1]) for o, x in self.st.inflight):
+                    lat = self.plan.problem.op(w.op).latency
+                    self.wait(w.depth, f"retire {w.op}: {w.depth} later wgmma issue(s) of group {self.part.group} "
+                                       f"fall within its latency {lat} (start {self.plan.schedule.op(w.op).start}, "
+                                       f"II {self.plan.schedule.ii})", depth)
+
+    def wait(self, k: int, why: str, depth: int, release: bool = True) -> None:
+        """``warpgroup_mma_wait(k)``: every wgmma but the k newest is retired; their values (and an
+        RS wgmma's register A operand) become readable; slots whose last reader retired are freed."""
+        done = self.st.inflight[:len(self.st.inflight) - k] if k else list(self.st.inflight)
+        if not done:
+            return
+        self.st.inflight = self.st.inflight[len(done):]
+        deps = []
+        for op, j in done:
+            deps.append(self.lookup(op, j, record=False) or self.plan.var(op))
+            spec = self.plan.mmas[op]
+            if spec.a_from == "regs":
+                a = self.lookup(spec.a, j, record=False)
+                if a is not None and a not in deps:
+                    deps.append(a)
+        lhs = ", ".join(deps)
+        self.add(f"{lhs} = warpgroup_mma_wait({k}, deps=({lhs},))  # {why}", depth)
+        self.st.tokens -= set(deps)
+        if release:
+            for op, j in done:
+                self.release(op, j, depth)
+
+    def release(self, op: str, j: T.Iter, depth: int) -> None:
+        plan = self.plan
         spec = plan.mmas[op]
-        lat = plan.problem.op(op).latency
-        self.add(T.wgmma_wait(spec.acc, k, f"retire {op}: {k} later wgmma issue(s) of group {self.part.group} fall "
-                                            f"within its latency {lat} (start {sched.op(op).start}, II {sched.ii})"),
-                 depth)
         chans = []
-        for src in (spec.a, spec.b):
+        for src in ([spec.a] if spec.a_from == "ring" else []) + [spec.b]:
             ch = plan.channel_of(src)
             if ch.cross and ch not in chans and plan.releases(self.part.group, ch.name, op):
                 chans.append(ch)
@@ -111,64 +261,145 @@ class _Body:
                                                             f"{self.part.group} issues"), depth)
 
     def op(self, op: str, j: T.Iter, depth: int) -> None:
-        if op in self.plan.rings:
+        kind = self.plan.kind(op)
+        if kind == "tma_load":
             self.load(op, j, depth)
-        else:
+        elif kind == "wgmma":
             self.mma(op, j, depth)
+        else:
+            self.compute(op, j, depth)
+            self.after(op, j, depth)
 
 
-def _partition(plan: Plan, part: Partition, args: str) -> list[str]:
-    sched = plan.schedule
-    b = _Body(plan, part)
+def _next_top(st: _State, S: int) -> _State:
+    """The state at the next loop step's top, in terms of its own ``t``."""
+    return st.rebase(lambda j: T.Iter("t", j.off - 1, S) if j.base == "t" else j)
+
+
+def _steady_state(b: _Body, entry: _State) -> _State:
+    """The state at the top of a steady-state step: one step run from the loop's entry state
+    (lines discarded), then its successor, which must repeat (the body is emitted once for all t)."""
+    S = b.part.depth
+    saved_lines, saved_st = b.lines, b.st
+    try:
+        state = entry
+        for _ in range(2):
+            b.lines, b.st = [], state.rebase(lambda j: j)
+            for op in b.part.ops:
+                b.op(op, T.Iter("t", -b.part.stage[op], S), 2)
+            state = _next_top(b.st, S)
+        return state
+    finally:
+        b.lines, b.st = saved_lines, saved_st
+
+
+def _emit_partition(plan: Plan, part: Partition, depth: dict[str, int], check: bool = True) -> _Body:
+    """Replay the partition's program: head (layouts, starting values), prologue, steady-state
+    loop, epilogue, then the frame's writes of the results."""
+    frame = plan.frame
+    b = _Body(plan, part, depth)
     S = part.depth
-    g = next(x for x in sched.groups if x.id == part.group)
-    head = [
-        "@gluon.jit",
-        f"def partition_g{part.group}({args}):",
-        f'{IND}"""Group {part.group} ({g.role}): {part.warps} warp(s), '
-        f'{"no register budget" if part.regs is None else f"{part.regs} registers per thread"}; ops in issue order '
-        f'{", ".join(part.ops)} (by offset); {S} peeled stage(s)."""',
-    ]
     mine = [op for op in part.ops if op in plan.mmas]
     for op in mine:
         spec = plan.mmas[op]
-        layout = T.acc_layout(part.warps, spec.acc_shape[1])
-        b.add(f"{spec.acc}_layout: gl.constexpr = {layout}  # wgmma accumulator over group {part.group}'s "
-              f"{part.warps} warps")
-        for line in plan.frame.acc_init(spec, f"{spec.acc}_layout"):
-            b.add(line)
-        w = plan.waits[op]
-        if part.ops.index(w.after) < part.ops.index(op):  # retired in the next iteration: async across the back edge
-            b.add(f"{spec.acc} = warpgroup_mma_init({spec.acc})  # {op} is retired after the next iteration's "
-                  f"{w.after}: its accumulator crosses the loop's back edge in flight")
+        b.add(f"{spec.acc}_layout: gl.constexpr = {T.acc_layout(part.warps, spec.acc_shape[1])}  # wgmma accumulator "
+              f"over group {part.group}'s {part.warps} warps")
+    for op in part.ops:
+        spec = plan.mmas.get(op)
+        if spec is not None and spec.acc_from is None:
+            m, n = spec.acc_shape
+            b.st.hist[op] = [T.Iter("", -1, 0)]
+            b.add(f"{spec.acc} = gl.zeros(({m}, {n}), dtype=gl.float32, layout={spec.acc}_layout)  # {op} ignores its "
+                  "accumulator (use_acc=False): each issue reuses the previous tile's registers")
+            continue
+        if plan.kind(op) == "tma_load" or not _read_before_first(plan, part, op):
+            continue
+        init = frame.init(op, spec)
+        if init is None:
+            raise CodegenError(f"codegen: {op} is read before iteration 0 but the frame gives no starting value")
+        b.st.hist[op] = [T.Iter("", -1, 0)]
+        b.add(f"{plan.var(op)} = {init}")
     for p in range(S):
         b.add(f"# prologue step {p}: ops with stage offset <= {p} (stage peeling, depth {S})")
         for op in part.ops:
             s = part.stage[op]
             if s <= p:
                 b.op(op, T.Iter("", p - s, 0), 1)
+    entry = b.st.rebase(lambda j: T.Iter("t", j.off - S, S) if not j.base else j)
+    steady = _steady_state(b, entry)
+    for var in sorted(steady.tokens - entry.tokens):
+        op = next(o for o in part.ops if var.split("_p")[0] == plan.var(o))
+        b.add(f"{var} = warpgroup_mma_init({var})  # {op}'s accumulator crosses the loop's back edge in flight")
+    if entry.tokens - steady.tokens:
+        raise CodegenError(f"codegen: group {part.group} enters its loop with {sorted(entry.tokens - steady.tokens)} "
+                           "in flight, which the steady state has retired")
+    missing = {(o, _key(j)) for o, j in entry.inflight} - {(o, _key(j)) for o, j in steady.inflight}
+    b.st, steady_sig = steady.rebase(lambda j: j), steady.signature()
+    b.assigned, b.top_reads = set(), set()
     b.add(f"for t in range({S}, {b.n}):  # steady state: every op, op of stage offset s works on iteration t - s")
     for op in part.ops:
         b.op(op, T.Iter("t", -part.stage[op], S), 2)
+    if check and _next_top(b.st, S).signature() != steady_sig:
+        raise CodegenError(f"codegen: group {part.group}'s steady state is not periodic")
+    # what a step reads before rebinding it must be what the prologue left there
+    differ = sorted((op, i) for op, i in b.top_reads
+                    if [_key(j) for j in entry.hist.get(op, [])][i:i + 1] != [_key(steady.hist[op][i])])
+    if check and (differ or missing):
+        raise CodegenError(f"codegen: group {part.group}'s loop-carried values do not line up across the back edge "
+                           f"({', '.join(f'{op} copy {i}' for op, i in differ) or f'in flight: {sorted(missing)}'})")
+    b.assigned = set(part.ops)
+    b.st = b.st.rebase(lambda j: T.Iter(b.n, j.off - 1, 1) if j.base == "t" else j)
     for e in range(S):
         need = e < S - 1
-        depth = 1
+        depth_ = 1
         b.add(f"# epilogue step {e}: ops with stage offset > {e} drain the last iterations")
         if need:
             b.add(f"if {b.n} + {e} >= {S}:  # short trip counts: the prologue already ran these steps")
-            depth = 2
+            depth_ = 2
         for op in part.ops:
             s = part.stage[op]
             if s > e:
-                b.op(op, T.Iter(b.n, e - s, 1), depth)
-    for op in mine:
-        spec = plan.mmas[op]
-        b.add(T.wgmma_wait(spec.acc, 0, "frame: the epilogue reads the accumulator"))
-        for line in plan.frame.epilogue(spec):
-            b.add(line)
-    if len(b.lines) == 0:
-        b.add("pass")
-    return head + b.lines
+                b.op(op, T.Iter(b.n, e - s, 1), depth_)
+    for pos in sorted(b.st.open_turns):
+        win = plan.windows[pos]
+        b.pass_turn(win, b.st.open_turns[pos], 1)
+    b.wait(0, "frame: the epilogue reads the accumulators", 1, release=False)
+    last = T.Iter(b.n, -1, 1)
+    for op in frame.outputs():
+        if op in part.ops:
+            def read(src: str, _distance: int, op: str = op) -> str:
+                return b.read(src, last, f"the frame's write of {op}", 1)
+            for line in frame.finish(op, plan.mmas[op], read):
+                b.add(line)
+    return b
+
+
+def _read_before_first(plan: Plan, part: Partition, op: str) -> bool:
+    """Whether iteration 0 of some op of the partition reads ``op`` of iteration -1 (a recurrence,
+    or an accumulator chained in place), so ``op`` needs a starting value."""
+    for e in plan.problem.edges:
+        if e.src == op and e.dst in part.ops and e.carrier == Carrier.REGISTERS and e.distance > 0:
+            return True
+    spec = plan.mmas.get(op)
+    return False if spec is None else any(s.acc_from == op and s.acc_distance > 0 for s in plan.mmas.values())
+
+
+def _partition(plan: Plan, part: Partition, args: str) -> list[str]:
+    sched = plan.schedule
+    g = next(x for x in sched.groups if x.id == part.group)
+    head = [
+        "@gluon.jit",
+        f"def partition_g{part.group}({args}):",
+        f'{IND}"""Group {part.group} ({g.role}): {part.warps} warp(s), '
+        f'{"no register budget" if part.regs is None else f"{part.regs} registers per thread"}; ops in issue order '
+        f'{", ".join(part.ops)} (by offset{f" from {part.cut}" if part.cut else ""}); {part.depth} peeled stage(s)."""',
+    ]
+    # a first pass measures how many rotated copies each value needs; the second emits them
+    probe = _emit_partition(plan, part, {op: 8 for op in part.ops}, check=False)
+    body = _emit_partition(plan, part, probe.used)
+    if len(body.lines) == 0:
+        body.add("pass")
+    return head + body.lines
 
 
 def _kernel(plan: Plan, name: str, args: list[str]) -> list[str]:
@@ -199,6 +430,8 @@ def _kernel(plan: Plan, name: str, args: list[str]) -> list[str]:
                      f"  # tensor-core turns of groups {plan.turns} (disjoint TC windows in the schedule)")
         lines.append(f"{IND}for i in gl.static_range({len(plan.turns)}):")
         lines.append(f"{IND * 2}mbarrier.init(turn.index(i), count=1)  # the group before passes the turn")
+    for line in frame.after_alloc():
+        lines.append(IND + line)
     lines.append(f"{IND}args = ({', '.join(args)},)")
     if len(plan.partitions) == 1:
         lines.append(f"{IND}partition_g{plan.default.group}(*args)  # one group: no warp specialization")

@@ -12,13 +12,14 @@ codegen modules to that).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from twill.errors import TwillError
 
-__all__ = ["RingSpec", "MmaSpec", "Frame", "GemmFrame", "frame_for", "FRAMES"]
+__all__ = ["RingSpec", "MmaSpec", "Frame", "GemmFrame", "FaFwdFrame", "frame_for", "FRAMES"]
 
 GL_DTYPES = {"fp16": ("gl.float16", "torch.float16", "fp16", 2), "bf16": ("gl.bfloat16", "torch.bfloat16", "bf16", 2)}
 
@@ -36,14 +37,22 @@ class RingSpec:
 
 @dataclass(frozen=True, slots=True)
 class MmaSpec:
-    """A tensor-core op: which loads feed its A and B operands, and its accumulator."""
+    """A tensor-core op: where its A and B operands come from, and its accumulator.
 
-    a: str  # producing op of the A operand (SMEM)
+    ``a_from`` says what ``a`` names: 'ring' (the SMEM ring a load op fills), 'smem' (a frame
+    buffer loaded outside the loop) or 'regs' (the register value of an op in the same group: RS
+    wgmma). ``acc_from`` is the op whose value (``acc_distance`` iterations back) is accumulated
+    into in place; None starts from zero (``use_acc=False``)."""
+
+    a: str
     a_rows: tuple[int, int] | None  # (first row, rows) of the A tile this MMA reads; None: all of it
     b: str  # producing op of the B operand (SMEM)
     b_permute: bool  # the B tile is stored K-minor ([n, k]) and read transposed
-    acc: str
+    acc: str  # the accumulator's variable name
     acc_shape: tuple[int, int]
+    a_from: str = "ring"
+    acc_from: str | None = None
+    acc_distance: int = 0
 
 
 class Frame:
@@ -68,10 +77,29 @@ class Frame:
     def staging(self) -> list[tuple[str, str, tuple[int, ...], str, int]]:
         raise NotImplementedError
 
-    def acc_init(self, spec: MmaSpec, layout: str) -> list[str]:
+    def var(self, op: str) -> str:
+        """The variable that holds a register op's value (an MMA's is its ``acc``)."""
+        return op
+
+    def init(self, op: str, spec: MmaSpec | None) -> str | None:
+        """The value of ``op`` before iteration 0 (a recurrence's start), or None if none is read."""
         raise NotImplementedError
 
-    def epilogue(self, spec: MmaSpec) -> list[str]:
+    def compute(self, op: str, read: Callable[[str, int], str]) -> str:
+        """The expression of a register op; ``read(producer, distance)`` names the variable holding
+        the producer's value ``distance`` iterations back (the emitter checks each is an edge)."""
+        raise TwillError(f"{self.program} frame: op {op!r} has no register computation")
+
+    def after_alloc(self) -> list[str]:
+        """Kernel lines after SMEM and barriers are allocated, before the partitions start."""
+        return []
+
+    def outputs(self) -> tuple[str, ...]:
+        """Ops whose last value leaves the loop; ``finish`` writes it."""
+        raise NotImplementedError
+
+    def finish(self, op: str, spec: MmaSpec, read: Callable[[str, int], str]) -> list[str]:
+        """Lines after the loop that write ``op``'s last value out (``read(x, 0)``: the last iteration's)."""
         raise NotImplementedError
 
     def host(self, kernel: str, launch: dict[str, Any]) -> list[str]:
@@ -129,7 +157,8 @@ class GemmFrame(Frame):
     def mma(self, op: str) -> MmaSpec:
         j, rows = self._subtile(op), self.bm // self.sub
         return MmaSpec(a="load_a", a_rows=None if self.sub == 1 else (j * rows, rows), b="load_b", b_permute=True,
-                       acc="acc" if self.sub == 1 else f"acc{j}", acc_shape=(rows, self.bn))
+                       acc="acc" if self.sub == 1 else f"acc{j}", acc_shape=(rows, self.bn), acc_from=op,
+                       acc_distance=1)
 
     def prelude(self) -> list[str]:
         g = self.GROUP_M
@@ -154,15 +183,18 @@ class GemmFrame(Frame):
     def staging(self) -> list[tuple[str, str, tuple[int, ...], str, int]]:
         return [("c_smem", self.gl_dtype, (self.bm, self.bn), "c_desc.layout", self.bm * self.bn * self.esize)]
 
-    def acc_init(self, spec: MmaSpec, layout: str) -> list[str]:
+    def init(self, op: str, spec: MmaSpec | None) -> str | None:
         m, n = spec.acc_shape
-        return [f"{spec.acc} = gl.zeros(({m}, {n}), dtype=gl.float32, layout={layout})  # frame: C starts at 0"]
+        return f"gl.zeros(({m}, {n}), dtype=gl.float32, layout={spec.acc}_layout)  # frame: C starts at 0"
 
-    def epilogue(self, spec: MmaSpec) -> list[str]:
+    def outputs(self) -> tuple[str, ...]:
+        return ("mma",) if self.sub == 1 else tuple(f"mma{j}" for j in range(self.sub))
+
+    def finish(self, op: str, spec: MmaSpec, read: Callable[[str, int], str]) -> list[str]:
         first, rows = spec.a_rows or (0, self.bm)
         view = "c_smem" if spec.a_rows is None else f"c_smem.slice({first}, {rows})"
         return [
-            f"{view}.store({spec.acc}.to({self.gl_dtype}))  # frame: epilogue, accumulator -> SMEM",
+            f"{view}.store({read(op, 0)}.to({self.gl_dtype}))  # frame: epilogue, accumulator -> SMEM",
             "fence_async_shared()  # frame: generic SMEM write before the async-proxy TMA store",
             f"tma.async_copy_shared_to_global(c_desc, [off_m{f' + {first}' if first else ''}, off_n], {view})",
             "tma.store_wait(0)",
@@ -200,7 +232,171 @@ class GemmFrame(Frame):
                 "c_desc": desc((self.bm // self.sub, self.bn)), "M": "i32", "N": "i32", "K": "i32"}
 
 
-FRAMES: dict[str, Callable[[dict[str, Any]], Frame]] = {"gemm": GemmFrame}
+class FaFwdFrame(Frame):
+    """``programs/fa_fwd.py`` on Hopper: O = softmax(Q·Kᵀ·scale)·V, one ``block_m``-row Q tile per CTA.
+
+    Frame choices (not in the schedule): q, k, v and o are [B, H, S, D] tensors viewed as
+    [B·H·S, D]; CTA (m, bh) takes Q rows bh·S + m·block_m and walks the S / block_n KV blocks of
+    head bh (non-causal; S must be a multiple of block_m and block_n, checked by the launcher);
+    the Q tile is loaded once with TMA before the partitions start; Q·Kᵀ reads Q rows
+    j·rows.. (sub-tile j) from SMEM and K through a transposed view, into a fresh fp32 S;
+    the softmax works in base 2 (``qk_scale`` = sm_scale·log2 e); the running max starts at -inf
+    and the row sum and O at 0; P is cast to the input dtype in wgmma's register-A layout (RS
+    wgmma); after the loop O / l goes through an SMEM staging tile and one TMA store per sub-tile.
+    """
+
+    program = "fa_fwd"
+    kernel_params = ("q_desc", "k_desc", "v_desc", "o_desc", "qk_scale", "seqlen")
+    LOG2E = 1.4426950408889634
+
+    def __init__(self, params: dict[str, Any]):
+        try:
+            self.bm, self.bn, self.d = int(params["block_m"]), int(params["block_n"]), int(params["head_dim"])
+            self.dtype = str(params["dtype"])
+            self.sub = int(params.get("subtiles", 1))
+        except (KeyError, TypeError, ValueError) as err:
+            raise TwillError(f"fa_fwd frame: schedule body lacks parameter {err}") from None
+        if int(params.get("s_frags", 0)):
+            raise TwillError("fa_fwd frame: s_frags (FA4's TMEM streaming) has no Hopper lowering")
+        if self.dtype not in GL_DTYPES:
+            raise TwillError(f"fa_fwd frame: dtype {self.dtype!r} has no Gluon lowering (have {sorted(GL_DTYPES)})")
+        self.gl_dtype, self.torch_dtype, self.sig_dtype, self.esize = GL_DTYPES[self.dtype]
+        self.rows = self.bm // self.sub
+
+    def ring(self, op: str) -> RingSpec:
+        if op in ("load_k", "load_v"):
+            desc = f"{op[-1]}_desc"
+            return RingSpec(desc, (self.bn, self.d), self.gl_dtype, self.esize,
+                            lambda j: f"[kv_row + ({j}) * {self.bn}, 0]")
+        raise TwillError(f"fa_fwd frame: no TMA box for op {op!r}")
+
+    def _tile(self, op: str, prefix: str) -> int:
+        j = op[len(prefix):]
+        if not op.startswith(prefix) or not j.isdigit() or int(j) >= self.sub:
+            raise TwillError(f"fa_fwd frame: no operands for op {op!r}")
+        return int(j)
+
+    def mma(self, op: str) -> MmaSpec:
+        rows = self.rows
+        if op.startswith("qk"):
+            j = self._tile(op, "qk")
+            return MmaSpec(a="q_smem", a_from="smem", a_rows=None if self.sub == 1 else (j * rows, rows),
+                           b="load_k", b_permute=True, acc=f"s{j}", acc_shape=(rows, self.bn))
+        j = self._tile(op, "pv")
+        return MmaSpec(a=f"cast{j}", a_from="regs", a_rows=None, b="load_v", b_permute=False, acc=f"o{j}",
+                       acc_shape=(rows, self.d), acc_from=f"rescale{j}", acc_distance=0)
+
+    def prelude(self) -> list[str]:
+        return [
+            "# frame (fa_fwd): CTA (m, bh) takes Q rows m*block_m.. of head bh; K/V rows of head bh",
+            "pid_m = gl.program_id(0)",
+            "off_bh = gl.program_id(1)",
+            f"q_row = off_bh * seqlen + pid_m * {self.bm}",
+            "kv_row = off_bh * seqlen",
+            f"n_iter = seqlen // {self.bn}  # frame: loop trip count (the launcher checks block_n divides S)",
+        ]
+
+    def scalars(self) -> tuple[str, ...]:
+        return ("q_row", "kv_row", "n_iter", "qk_scale")
+
+    def staging(self) -> list[tuple[str, str, tuple[int, ...], str, int]]:
+        tile = self.bm * self.d * self.esize
+        return [("q_smem", self.gl_dtype, (self.bm, self.d), "q_desc.layout", tile),
+                ("o_smem", self.gl_dtype, (self.bm, self.d), "o_desc.layout", tile),
+                ("q_bar", "gl.int64", (1, 1), "mbarrier.MBarrierLayout()", 8)]
+
+    def after_alloc(self) -> list[str]:
+        return [
+            "mbarrier.init(q_bar.index(0), count=1)  # frame: the Q tile, loaded once before the loop",
+            f"mbarrier.expect(q_bar.index(0), {self.bm * self.d * self.esize})",
+            "tma.async_copy_global_to_shared(q_desc, [q_row, 0], q_bar.index(0), q_smem)",
+            "mbarrier.wait(q_bar.index(0), 0)",
+        ]
+
+    def _rowvec(self, j: int) -> str:
+        return f"gl.SliceLayout(1, s{j}_layout)"
+
+    def init(self, op: str, spec: MmaSpec | None) -> str | None:
+        if op.startswith("max"):
+            j = self._tile(op, "max")
+            return f"gl.full([{self.rows}], float('-inf'), gl.float32, layout={self._rowvec(j)})  # frame: m = -inf"
+        if op.startswith("rowsum"):
+            j = self._tile(op, "rowsum")
+            return f"gl.zeros([{self.rows}], gl.float32, layout={self._rowvec(j)})  # frame: l = 0"
+        if op.startswith("pv"):
+            return f"gl.zeros([{self.rows}, {self.d}], gl.float32, layout={spec.acc}_layout)  # frame: O = 0"
+        return None
+
+    def compute(self, op: str, read: Callable[[str, int], str]) -> str:
+        role = op.rstrip("0123456789")
+        j = self._tile(op, role)
+        exprs = {
+            "rowmax": lambda: f"gl.max({read(f'qk{j}', 0)}, axis=1)",
+            "max": lambda: f"gl.maximum({read(f'max{j}', 1)}, {read(f'rowmax{j}', 0)} * qk_scale)",
+            "alpha": lambda: f"gl.exp2({read(f'max{j}', 1)} - {read(f'max{j}', 0)})",
+            "exp": lambda: f"gl.exp2({read(f'qk{j}', 0)} * qk_scale - {read(f'max{j}', 0)}[:, None])",
+            "rowsum": lambda: f"{read(f'rowsum{j}', 1)} * {read(f'alpha{j}', 0)} + gl.sum({read(f'exp{j}', 0)}, axis=1)",
+            "cast": lambda: (f"gl.convert_layout({read(f'exp{j}', 0)}.to({self.gl_dtype}), "
+                             f"gl.DotOperandLayout(operand_index=0, parent=o{j}_layout, k_width=2))"),
+            "rescale": lambda: (f"{read(f'pv{j}', 1)} * gl.convert_layout({read(f'alpha{j}', 0)}, "
+                                f"gl.SliceLayout(1, o{j}_layout))[:, None]"),
+        }
+        if role not in exprs:
+            raise TwillError(f"fa_fwd frame: op {op!r} has no register computation")
+        return exprs[role]()
+
+    def outputs(self) -> tuple[str, ...]:
+        return tuple(f"pv{j}" for j in range(self.sub))
+
+    def finish(self, op: str, spec: MmaSpec, read: Callable[[str, int], str]) -> list[str]:
+        j = self._tile(op, "pv")
+        first = j * self.rows
+        view = "o_smem" if self.sub == 1 else f"o_smem.slice({first}, {self.rows})"
+        inv = f"gl.convert_layout(1.0 / {read(f'rowsum{j}', 0)}, gl.SliceLayout(1, o{j}_layout))"
+        return [
+            f"{view}.store(({read(op, 0)} * {inv}[:, None]).to({self.gl_dtype}))  # frame: O / l -> SMEM",
+            "fence_async_shared()  # frame: generic SMEM write before the async-proxy TMA store",
+            f"tma.async_copy_shared_to_global(o_desc, [q_row{f' + {first}' if first else ''}, 0], {view})",
+            "tma.store_wait(0)",
+        ]
+
+    def _layout(self, shape: tuple[int, int]) -> str:
+        return f"gl.NVMMASharedLayout.get_default_for([{shape[0]}, {shape[1]}], {self.gl_dtype})"
+
+    def host(self, kernel: str, launch: dict[str, Any]) -> list[str]:
+        opts = ", ".join(f"{k}={v}" for k, v in launch.items())
+        step = math.lcm(self.bm, self.bn)
+        return [
+            "def launch(q, k, v, o, sm_scale):",
+            '    """O = softmax(Q Kᵀ sm_scale) V for q, k, v, o of shape [B, H, S, D] (contiguous CUDA tensors of the',
+            "    schedule's dtype; non-causal; S a multiple of block_m and block_n).\"\"\"",
+            "    B, H, S, D = q.shape",
+            f"    if D != {self.d} or S % {step}:",
+            f"        raise ValueError(f'head dim {{D}} must be {self.d} and S {{S}} a multiple of {step}')",
+            "    q2, k2, v2, o2 = (t.reshape(B * H * S, D) for t in (q, k, v, o))",
+            f"    q_desc = TensorDescriptor.from_tensor(q2, [{self.bm}, {self.d}], {self._layout((self.bm, self.d))})",
+            f"    k_desc = TensorDescriptor.from_tensor(k2, [{self.bn}, {self.d}], {self._layout((self.bn, self.d))})",
+            f"    v_desc = TensorDescriptor.from_tensor(v2, [{self.bn}, {self.d}], {self._layout((self.bn, self.d))})",
+            f"    o_desc = TensorDescriptor.from_tensor(o2, [{self.rows}, {self.d}], {self._layout((self.rows, self.d))})",
+            f"    grid = (S // {self.bm}, B * H)",
+            f"    return {kernel}[grid](q_desc, k_desc, v_desc, o_desc, sm_scale * {self.LOG2E}, S, {opts})",
+        ]
+
+    def signature(self) -> dict[str, str]:
+        """Argument types for compiling without a GPU (``GluonASTSource``)."""
+        from triton.experimental.gluon import language as gl
+
+        dt = {"fp16": gl.float16, "bf16": gl.bfloat16}[self.dtype]
+
+        def desc(shape: tuple[int, int]) -> str:
+            layout = gl.NVMMASharedLayout.get_default_for(list(shape), dt)
+            return f"tensordesc<{self.sig_dtype}[{shape[0]}, {shape[1]}],{layout!r}>"
+
+        return {"q_desc": desc((self.bm, self.d)), "k_desc": desc((self.bn, self.d)), "v_desc": desc((self.bn, self.d)),
+                "o_desc": desc((self.rows, self.d)), "qk_scale": "fp32", "seqlen": "i32"}
+
+
+FRAMES: dict[str, Callable[[dict[str, Any]], Frame]] = {"gemm": GemmFrame, "fa_fwd": FaFwdFrame}
 
 
 def frame_for(program: str, params: dict[str, Any]) -> Frame:

@@ -18,7 +18,7 @@ from twill.ir import Carrier
 from twill.problem import Problem
 from twill.schedule import Schedule
 
-__all__ = ["CodegenError", "Ring", "Channel", "Partition", "MmaWait", "Plan", "make_plan"]
+__all__ = ["CodegenError", "Ring", "Channel", "Partition", "MmaWait", "Turn", "Plan", "make_plan"]
 
 MAX_PARTITIONS = 15  # named barrier ids 0 and 1 are taken; 2 + i per worker up to 16 (codegen.md §1.3)
 BARRIER_BYTES = 8
@@ -81,9 +81,10 @@ class Partition:
     group: int
     warps: int
     regs: int | None
-    ops: tuple[str, ...]  # steady-state issue order (offset, then start)
+    ops: tuple[str, ...]  # steady-state issue order (offset past the cut, then start)
     stage: dict[str, int]  # normalised stage s' = stage - min stage of the group
     default: bool = False
+    cut: int = 0  # where the loop body starts within the II (see _cut)
 
     @property
     def depth(self) -> int:
@@ -102,8 +103,23 @@ class Plan:
     mmas: dict[str, MmaSpec]
     grant: Grant | None
     smem_bytes: int
-    turns: list[int] = field(default_factory=list)  # tensor-core groups in turn order (empty: no turn-taking)
+    windows: list[Turn] = field(default_factory=list)  # tensor-core turn order (empty: no turn-taking)
     releasers: dict[tuple[int, str], str] = field(default_factory=dict)  # (group, channel) -> the op that releases
+
+    @property
+    def turns(self) -> list[int]:
+        """The groups of the tensor-core windows in turn order."""
+        return [w.group for w in self.windows]
+
+    def window_of(self, op: str) -> Turn | None:
+        return next((w for w in self.windows if op in w.ops), None)
+
+    def var(self, op: str) -> str:
+        """The variable holding ``op``'s value: an MMA's accumulator, else the frame's name."""
+        return self.mmas[op].acc if op in self.mmas else self.frame.var(op)
+
+    def kind(self, op: str) -> str:
+        return _kind(self.problem, op)
 
     def releases(self, group: int, channel: str, op: str) -> bool:
         """Whether retiring ``op`` releases ``channel``'s slot for ``group`` (one arrival per group
@@ -123,14 +139,20 @@ class Plan:
 
 
 
+REG_UNITS = frozenset({"alu", "fp32", "mufu"})  # register ops: the frame writes their Gluon expression
+
+
 def _kind(problem: Problem, op: str) -> str:
-    """The template an op needs: 'tma_load' or 'wgmma'; anything else has no template yet."""
+    """The template an op needs: 'tma_load', 'wgmma' or 'reg' (a synchronous op on the ALU, FP32 or
+    MUFU pipes, computed in registers); anything else has no template yet."""
     o = problem.op(op)
     units = {u.unit for u in o.uses}
     if o.kind == "load" and units == {"tma"}:
         return "tma_load"
-    if o.kind == "mma" and units == {"tc"} and o.issuer.value == "warpgroup":
+    if units == {"tc"} and o.is_async and o.issuer.value == "warpgroup":
         return "wgmma"
+    if units and units <= REG_UNITS and not o.is_async:
+        return "reg"
     raise CodegenError(f"codegen: op {op!r} (kind {o.kind}, units {sorted(units)}) has no Gluon template")
 
 
@@ -184,13 +206,38 @@ def _channels(sched: Schedule, rings: dict[str, Ring]) -> list[Channel]:
     return out
 
 
-def _partitions(sched: Schedule, problem: Problem) -> list[Partition]:
+def _body(sched: Schedule, ops: list[str], cut: int) -> tuple[tuple[str, ...], dict[str, int]]:
+    """Issue order and normalised stages of a group's loop body cut at ``cut`` cycles into the II."""
+    ii = sched.ii
+    order = sorted((sched.op(n) for n in ops), key=lambda o: ((o.offset - cut) % ii, o.start))
+    stage = {o.id: (o.start - cut) // ii for o in order}
+    low = min(stage.values())
+    return tuple(o.id for o in order), {k: v - low for k, v in stage.items()}
+
+
+def _cut(sched: Schedule, problem: Problem, ops: list[str], waits: dict[str, MmaWait]) -> int:
+    """Where a register group's loop body starts: the first of 0 and its ops' offsets at which
+    every wgmma is retired in the step that issues it. The modulo schedule is the same at any cut
+    (only the prologue changes); the cut matters to ptxas, which serializes every wgmma of a
+    function (C7511) when one with register values around it stays in flight across the back edge."""
+    if not any(_kind(problem, o) == "reg" for o in ops):
+        return 0
+    for cut in [0] + sorted({sched.op(o).offset for o in ops}):
+        order, stage = _body(sched, ops, cut)
+        pos = {o: i for i, o in enumerate(order)}
+        if max(stage.values()) <= 1 and all(
+                w.lag + stage[w.after] == stage[v] and pos[w.after] >= pos[v]
+                for v, w in waits.items() if v in pos):
+            return cut
+    return 0
+
+
+def _partitions(sched: Schedule, problem: Problem, waits: dict[str, MmaWait]) -> list[Partition]:
     parts = []
     for g in sched.groups:
-        ops = sorted((sched.op(n) for n in g.ops), key=lambda o: (o.offset, o.start))
-        low = min(o.stage for o in ops)
-        parts.append(Partition(g.id, g.warps, g.regs_per_thread, tuple(o.id for o in ops),
-                               {o.id: o.stage - low for o in ops}))
+        cut = _cut(sched, problem, list(g.ops), waits)
+        order, stage = _body(sched, list(g.ops), cut)
+        parts.append(Partition(g.id, g.warps, g.regs_per_thread, order, stage, cut=cut))
     mma_groups = {sched.group_of(o.id) for o in sched.ops if _kind(problem, o.id) == "wgmma"}
     for p in parts:
         if p.group in mma_groups and p.warps % 4:
@@ -211,34 +258,64 @@ def _partitions(sched: Schedule, problem: Problem) -> list[Partition]:
     return [best] + [p for p in parts if p is not best]
 
 
-def _turns(sched: Schedule, problem: Problem) -> list[int]:
-    """Groups that take turns on the tensor cores, in the order the schedule issues them.
+@dataclass(frozen=True, slots=True)
+class Turn:
+    """One group's contiguous tensor-core window in the round, ``position`` in turn order.
 
-    The tensor cores are one unit, so the schedule keeps the TC windows of different groups
-    disjoint; when two or more groups issue wgmma the kernel makes them take turns in the order of
-    their first wgmma's start (a token passed round on mbarriers). Each group's wgmmas must sit in
-    one stage and the round must fit in one II, or the order is not one round per iteration."""
-    firsts: dict[int, int] = {}
-    for o in sched.ops:
-        if _kind(problem, o.id) == "wgmma":
-            firsts[o.group] = min(firsts.get(o.group, o.start), o.start)
-    if len(firsts) < 2:
+    ``rounds`` maps each of its wgmmas to the shift from the op's iteration to the round it
+    belongs to: the window that starts with ``first`` at iteration j is round j + rounds[first]."""
+
+    position: int
+    group: int
+    ops: tuple[str, ...]  # in time order within the window
+    rounds: dict[str, int]
+
+    @property
+    def first(self) -> str:
+        return self.ops[0]
+
+    @property
+    def last(self) -> str:
+        return self.ops[-1]
+
+
+def _turns(sched: Schedule, problem: Problem) -> list[Turn]:
+    """The tensor-core round: windows of consecutive wgmmas of one group, in modular time order.
+
+    The tensor cores are one unit, so the schedule keeps the TC work of different groups in
+    disjoint windows modulo II; when two or more groups issue wgmma the kernel makes them take
+    turns in that order (a token passed round on mbarriers). A window may wrap past the II (a
+    group's P·V of one iteration, then its Q·Kᵀ of the next): its ops then belong to different
+    iterations of the same round."""
+    ii = sched.ii
+    tc = sorted((o for o in sched.ops if _kind(problem, o.id) == "wgmma"), key=lambda o: (o.offset, o.start))
+    if len({o.group for o in tc}) < 2:
         return []
-    for g in firsts:
-        stages = {x.stage for x in sched.ops if x.group == g and _kind(problem, x.id) == "wgmma"}
-        if len(stages) > 1:
-            raise CodegenError(f"codegen: group {g} issues wgmma in stages {sorted(stages)}; its tensor-core turn "
-                               "would span iterations")
-    order = sorted(firsts, key=lambda g: (firsts[g], g))
-    if firsts[order[-1]] - firsts[order[0]] >= sched.ii:
-        raise CodegenError(f"codegen: tensor-core turns of groups {order} start {firsts[order[-1]] - firsts[order[0]]} "
-                           f"cycles apart, more than II {sched.ii}; one round per iteration cannot keep that order")
-    return order
+    runs: list[list] = []
+    for o in tc:
+        if runs and runs[-1][0].group == o.group:
+            runs[-1].append(o)
+        else:
+            runs.append([o])
+    if len(runs) > 1 and runs[0][0].group == runs[-1][0].group:
+        runs[0] = runs.pop() + runs[0]  # the window wraps past the II
+    base = min(r[0].start for r in runs)
+    out = []
+    for run in runs:
+        first = run[0]
+        k = (first.start - base) // ii  # the round in which ``first`` at iteration 0 takes its turn
+        # u at iteration j lies in the window ``first`` opens at iteration j + (s_u - s_first) // II
+        rounds = {o.id: k + (o.start - first.start) // ii for o in run}
+        out.append((first.start - k * ii, run[0].group, tuple(o.id for o in run), rounds))
+    out.sort()
+    return [Turn(i, g, ops, rounds) for i, (_, g, ops, rounds) in enumerate(out)]
 
 
 def _waits(sched: Schedule, problem: Problem) -> dict[str, MmaWait]:
-    """Wait depth of each wgmma from the schedule's times: k = how many wgmmas its group issues
-    after it and before its result is due (start + latency); the wait goes right after the k-th."""
+    """Where each wgmma is retired, from the schedule's times: right after the last op of its group
+    (a wgmma or a register op; loads never wait) that the schedule starts before the result is
+    due (start + latency), with depth k = the wgmmas the group issues between the two; with none,
+    right after the wgmma itself (k = 0)."""
     ii = sched.ii
     out = {}
     for v in sched.ops:
@@ -247,18 +324,19 @@ def _waits(sched: Schedule, problem: Problem) -> dict[str, MmaWait]:
         lat = problem.op(v.id).latency
         later = []
         for u in sched.ops:
-            if u.group != v.group or _kind(problem, u.id) != "wgmma":
+            if u.group != v.group or _kind(problem, u.id) == "tma_load":
                 continue
             for d in range(-sched.stages - 1, lat // ii + 2):
                 t = u.start + d * ii
                 if v.start < t < v.start + lat or (t == v.start and u.offset > v.offset and d == 0):
-                    later.append((t, u.id, d))
+                    later.append((t, u.offset, u.id, d))
         later.sort()
         if not later:
             out[v.id] = MmaWait(v.id, v.id, 0, 0)
         else:
-            _, u, d = later[-1]
-            out[v.id] = MmaWait(v.id, u, len(later), d)
+            _, _, u, d = later[-1]
+            depth = sum(1 for x in later if _kind(problem, x[2]) == "wgmma")
+            out[v.id] = MmaWait(v.id, u, depth, d)
     return out
 
 
@@ -270,13 +348,12 @@ def _releasers(sched: Schedule, partitions: list[Partition], channels: list[Chan
         for p in partitions:
             mine = [r for r in ch.readers if r in p.ops]
             if mine:
-                out[(p.group, ch.name)] = max(mine, key=lambda r: (p.stage[r], sched.op(r).offset, sched.op(r).start))
+                out[(p.group, ch.name)] = max(mine, key=lambda r: (p.stage[r], p.ops.index(r)))
     return out
 
 
-def _position(p: Partition, sched: Schedule, op: str, j: int) -> tuple[int, int, int]:
-    o = sched.op(op)
-    return (j + p.stage[op], o.offset, o.start)
+def _position(p: Partition, op: str, j: int) -> tuple[int, int]:
+    return (j + p.stage[op], p.ops.index(op))
 
 
 def _check_in_group_reuse(plan: Plan) -> None:
@@ -290,8 +367,8 @@ def _check_in_group_reuse(plan: Plan) -> None:
                     continue
                 p = next(q for q in plan.partitions if q.group == ring.group)
                 w = plan.waits[reader]
-                retire = _position(p, sched, w.after, w.lag) + (1,)
-                overwrite = _position(p, sched, ring.op, ring.copies) + (0,)
+                retire = _position(p, w.after, w.lag) + (1,)
+                overwrite = _position(p, ring.op, ring.copies) + (0,)
                 if retire >= overwrite:
                     raise CodegenError(f"codegen: in group {ring.group}, {ring.op} of iteration i+{ring.copies} "
                                        f"overwrites its slot before {reader} of iteration i is retired; "
@@ -324,6 +401,37 @@ def _grant(plan: Plan) -> Grant | None:
     return g
 
 
+def _check_operands(problem: Problem, frame: Frame, rings: dict[str, Ring], mmas: dict[str, MmaSpec]) -> None:
+    """Every MMA operand comes from where the body says: a ring the op reads over an SMEM edge, a
+    frame buffer, or a register value of an op with a register edge into the MMA."""
+    staged = {s[0] for s in frame.staging()}
+    for op, spec in mmas.items():
+        sources = [(spec.a, spec.a_from), (spec.b, "ring")]
+        for operand, kind in sources:
+            if kind == "ring" and (operand not in rings or op not in rings[operand].readers):
+                raise CodegenError(f"codegen: {op} reads {operand} but the body has no SMEM edge {operand}->{op}")
+            if kind == "smem" and operand not in staged:
+                raise CodegenError(f"codegen: {op} reads frame buffer {operand}, which the frame does not allocate")
+            if kind == "regs" and not any(e.src == operand and e.dst == op and e.carrier == Carrier.REGISTERS
+                                          for e in problem.edges):
+                raise CodegenError(f"codegen: {op} reads {operand} from registers but the body has no such edge")
+
+
+def _check_values(problem: Problem, frame: Frame, partitions: list[Partition]) -> None:
+    """A group that keeps register values over iterations peels at most one stage: a deeper
+    prologue would compute values of iterations that may not exist, under guards that Gluon cannot
+    merge back into loop-carried values."""
+    for p in partitions:
+        regs = [o for o in p.ops if _kind(problem, o) == "reg"]
+        if not regs:
+            continue
+        if p.depth > 1:
+            raise CodegenError(f"codegen: group {p.group} computes register values ({regs[0]}, ...) over "
+                               f"{p.depth + 1} stages; register groups are lowered with at most 2")
+        for o in regs:
+            frame.compute(o, lambda *_: "x")  # the frame knows the op (raises TwillError if not)
+
+
 def make_plan(sched: Schedule, problem: Problem, frame: Frame | None = None) -> Plan:
     """The lowering plan of ``sched``, or ``CodegenError`` naming the first fact that cannot be lowered."""
     arch = problem.arch
@@ -336,25 +444,21 @@ def make_plan(sched: Schedule, problem: Problem, frame: Frame | None = None) -> 
         if e.carrier == Carrier.REGISTERS and sched.group_of(e.src) != sched.group_of(e.dst):
             raise CodegenError(f"codegen: register edge {e.src}->{e.dst} crosses groups; register hand-offs are not "
                                "lowered yet")
-        if e.carrier not in (Carrier.REGISTERS, Carrier.SMEM):
+        if e.carrier not in (Carrier.REGISTERS, Carrier.SMEM, Carrier.ORDER):
             raise CodegenError(f"codegen: edge {e.src}->{e.dst} carries {e.carrier.value}; only registers and SMEM "
                                "are lowered")
-        if e.carrier == Carrier.REGISTERS and not (e.src == e.dst and e.in_place):
-            raise CodegenError(f"codegen: register edge {e.src}->{e.dst} is not an in-place accumulator")
     rings = _rings(sched, problem, frame)
-    partitions = _partitions(sched, problem)
-    mmas = {o.id: frame.mma(o.id) for o in sched.ops if _kind(problem, o.id) == "wgmma"}
-    for op, spec in mmas.items():
-        for operand in (spec.a, spec.b):
-            if operand not in rings or op not in rings[operand].readers:
-                raise CodegenError(f"codegen: {op} reads {operand} but the body has no SMEM edge {operand}->{op}")
-    channels = _channels(sched, rings)
     waits = _waits(sched, problem)
-    turns = _turns(sched, problem)
+    partitions = _partitions(sched, problem, waits)
+    _check_values(problem, frame, partitions)
+    mmas = {o.id: frame.mma(o.id) for o in sched.ops if _kind(problem, o.id) == "wgmma"}
+    _check_operands(problem, frame, rings, mmas)
+    channels = _channels(sched, rings)
+    windows = _turns(sched, problem)
     staging = sum(s[4] for s in frame.staging())
     smem = sum(r.copies * r.slot_bytes for r in rings.values()) + staging + \
-        sum(BARRIER_BYTES * c.copies * (2 if c.cross else 1) for c in channels) + BARRIER_BYTES * len(turns)
-    plan = Plan(sched, problem, frame, partitions, rings, channels, waits, mmas, None, smem, turns=turns,
+        sum(BARRIER_BYTES * c.copies * (2 if c.cross else 1) for c in channels) + BARRIER_BYTES * len(windows)
+    plan = Plan(sched, problem, frame, partitions, rings, channels, waits, mmas, None, smem, windows=windows,
                 releasers=_releasers(sched, partitions, channels))
     cap = problem.arch.limit("smem_bytes_per_cta")
     if smem > cap:

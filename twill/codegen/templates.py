@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 __all__ = ["Iter", "slot", "phase", "wait_empty", "expect", "tma_load", "wait_full", "wgmma", "wgmma_wait",
-           "release", "acc_layout", "turn_wait", "turn_pass"]
+           "release", "acc_layout", "turn_wait", "turn_pass", "ring_view"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,11 +66,16 @@ def wait_full(ch: str, j: Iter, depth: int, why: str) -> str:
     return f"mbarrier.wait({ch}_full.index({slot(j, depth)}), {phase(j, depth)})  # consumer waits data: {why}"
 
 
-def wgmma(acc: str, a: str, a_depth: int, a_rows: tuple[int, int] | None, b: str, b_depth: int, b_permute: bool,
-          j: Iter, why: str) -> str:
-    a_view = f"{a}_ring.index({slot(j, a_depth)})" + ("" if a_rows is None else f".slice({a_rows[0]}, {a_rows[1]})")
-    b_view = f"{b}_ring.index({slot(j, b_depth)})" + (".permute((1, 0))" if b_permute else "")
-    return f"{acc} = warpgroup_mma({a_view}, {b_view}, {acc}, is_async=True)  # {why}"
+def ring_view(ring: str, depth: int, rows: tuple[int, int] | None, permute: bool, j: Iter) -> str:
+    """The SMEM view a wgmma reads: iteration ``j``'s slot, optionally a row slice or transposed."""
+    view = f"{ring}_ring.index({slot(j, depth)})"
+    if rows is not None:
+        view += f".slice({rows[0]}, {rows[1]})"
+    return view + (".permute((1, 0))" if permute else "")
+
+
+def wgmma(a: str, b: str, acc: str, use_acc: bool) -> str:
+    return f"warpgroup_mma({a}, {b}, {acc}{'' if use_acc else ', use_acc=False'}, is_async=True)"
 
 
 def turn_wait(position: int, j: Iter, why: str) -> str:
@@ -81,8 +86,8 @@ def turn_wait(position: int, j: Iter, why: str) -> str:
     return f"mbarrier.wait(turn.index({position}), {parity})  # {why}"
 
 
-def turn_pass(position: int, count: int, why: str) -> str:
-    return f"mbarrier.arrive(turn.index({(position + 1) % count}))  # {why}"
+def turn_pass(position: int, count: int, why: str, pred: str | None = None) -> str:
+    return f"mbarrier.arrive(turn.index({(position + 1) % count}){_pred(pred)})  # {why}"
 
 
 def wgmma_wait(acc: str, depth: int, why: str) -> str:

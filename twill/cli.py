@@ -403,7 +403,7 @@ def cmd_codegen(args: argparse.Namespace) -> int:
     """Write the Gluon kernel of a schedule; --check also compiles it for sm_90a (no GPU needed)."""
     from twill.codegen import generate_file
 
-    gen = generate_file(args.schedule, args.output)
+    gen = generate_file(args.schedule, args.output, turns=not args.no_turns)
     plan = gen.plan
     parts = ", ".join(f"g{p.group}{'*' if p.default else ''} {p.warps}w" for p in plan.partitions)
     print(f"wrote {args.output}: {len(plan.partitions)} partition(s) ({parts}; * = default), "
@@ -670,6 +670,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--output", "-o", required=True, help="Python file to write")
     p.add_argument("--check", action="store_true", help="also compile it for sm_90a (needs triton) and report "
                    "registers and spills")
+    p.add_argument("--no-turns", action="store_true", help="ablation: leave out the token that makes groups take "
+                   "tensor-core turns in the schedule's order (the schedule's windows are then not enforced)")
     p.set_defaults(func=cmd_codegen)
 
     p = sub.add_parser("calibrate", help="measure this GPU with the bench/gpu microbenchmarks and write an arch TOML")

@@ -23,8 +23,9 @@ class Generated:
     plan: Plan
 
 
-def generate(sched: Schedule, name: str = "") -> Generated:
-    """Plan (refusing what cannot be lowered faithfully) and emit the kernel module of ``sched``."""
+def generate(sched: Schedule, name: str = "", turns: bool = True) -> Generated:
+    """Plan (refusing what cannot be lowered faithfully) and emit the kernel module of ``sched``;
+    ``turns=False`` is the ablation without the tensor-core turn token."""
     from twill.validate import problem_for, validate
 
     problem = problem_for(sched)
@@ -33,11 +34,11 @@ def generate(sched: Schedule, name: str = "") -> Generated:
         v = violations[0]
         raise CodegenError(f"codegen: the schedule breaks a rule ({v.rule}: {v.message}); "
                            f"{len(violations)} violation(s) in all (twill validate lists them)")
-    plan = make_plan(sched, problem)
+    plan = make_plan(sched, problem, turns=turns)
     return Generated(emit_source(plan, name), plan)
 
 
-def generate_file(schedule_path: str | Path, out: str | Path) -> Generated:
-    g = generate(Schedule.read(schedule_path), Path(schedule_path).name)
+def generate_file(schedule_path: str | Path, out: str | Path, turns: bool = True) -> Generated:
+    g = generate(Schedule.read(schedule_path), Path(schedule_path).name, turns)
     Path(out).write_text(g.source, encoding="utf-8")
     return g

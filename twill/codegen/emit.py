@@ -484,7 +484,7 @@ def emit_source(plan: Plan, schedule_name: str = "") -> str:
         "",
         f"SCHEDULE = {{'file': {schedule_name!r}, 'program': {sched.program!r}, 'arch': {sched.arch!r}, "
         f"'status': {sched.status!r}, 'ii': {sched.ii}, "
-        f"'groups': {[(x.id, x.warps, x.regs_per_thread) for x in sched.groups]}}}",
+        f"'groups': {[(x.id, x.warps, x.regs_per_thread) for x in sched.groups]}, 'turns': {plan.turns}}}",
         f"PARAMS = {dict(sched.body.params)!r}",
         f"STAGES = {sched.stages}",
         f"RINGS = {{{', '.join(f'{r.op!r}: {r.copies}' for r in plan.rings.values())}}}",

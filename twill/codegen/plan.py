@@ -432,7 +432,7 @@ def _check_values(problem: Problem, frame: Frame, partitions: list[Partition]) -
             frame.compute(o, lambda *_: "x")  # the frame knows the op (raises TwillError if not)
 
 
-def make_plan(sched: Schedule, problem: Problem, frame: Frame | None = None) -> Plan:
+def make_plan(sched: Schedule, problem: Problem, frame: Frame | None = None, turns: bool = True) -> Plan:
     """The lowering plan of ``sched``, or ``CodegenError`` naming the first fact that cannot be lowered."""
     arch = problem.arch
     if arch.feature("accumulator") != "registers" or arch.feature("mma_issuer") != "warpgroup":
@@ -454,7 +454,7 @@ def make_plan(sched: Schedule, problem: Problem, frame: Frame | None = None) -> 
     mmas = {o.id: frame.mma(o.id) for o in sched.ops if _kind(problem, o.id) == "wgmma"}
     _check_operands(problem, frame, rings, mmas)
     channels = _channels(sched, rings)
-    windows = _turns(sched, problem)
+    windows = _turns(sched, problem) if turns else []
     staging = sum(s[4] for s in frame.staging())
     smem = sum(r.copies * r.slot_bytes for r in rings.values()) + staging + \
         sum(BARRIER_BYTES * c.copies * (2 if c.cross else 1) for c in channels) + BARRIER_BYTES * len(windows)

@@ -24,17 +24,14 @@ import datetime as dt
 import importlib.util
 import json
 import math
-import subprocess
 import sys
-import traceback
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+from harness_common import child, device_info, generate, log, respond  # noqa: E402
+
 TIMED = ((4096, 4096, 4096), (8192, 8192, 8192))
-
-
-def log(msg: str) -> None:
-    print(msg, flush=True)
 
 
 def check_shapes(params: dict, stages: int, rings: dict) -> list[tuple[int, int, int, str]]:
@@ -124,31 +121,6 @@ def run_baselines() -> list[dict]:
     return out
 
 
-def child(args: list[str], timeout: float) -> dict:
-    try:
-        p = subprocess.run([sys.executable, __file__, *args], capture_output=True, text=True, timeout=timeout)
-    except subprocess.TimeoutExpired as err:
-        return {"ok": False, "error": f"timed out after {timeout} s (hang?)", "log": (err.stdout or b"")[-4000:]
-                if isinstance(err.stdout, str) else ""}
-    log(p.stdout.rstrip())
-    lines = [ln for ln in p.stdout.splitlines() if ln.startswith("RESULT ")]
-    if p.returncode or not lines:
-        return {"ok": False, "error": f"exit {p.returncode}", "log": (p.stdout + p.stderr)[-4000:]}
-    return json.loads(lines[-1][len("RESULT "):])
-
-
-def generate(schedules: list[str], where: Path) -> list[Path]:
-    from twill.codegen import generate_file
-
-    where.mkdir(parents=True, exist_ok=True)
-    out = []
-    for s in schedules:
-        path = where / f"{Path(s).stem}.py"
-        generate_file(s, path)
-        out.append(path)
-    return out
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", help="output folder")
@@ -158,34 +130,25 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--one", help=argparse.SUPPRESS)
     ap.add_argument("--baselines", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
-    try:
-        if args.one:
-            print("RESULT " + json.dumps(run_one(Path(args.one))), flush=True)
-            return 0
-        if args.baselines:
-            print("RESULT " + json.dumps({"records": run_baselines()}), flush=True)
-            return 0
-    except Exception:  # noqa: BLE001 - the parent records the failure
-        traceback.print_exc()
-        return 1
+    if args.one:
+        return respond(lambda: run_one(Path(args.one)))
+    if args.baselines:
+        return respond(lambda: {"records": run_baselines()})
     if not args.out:
         ap.error("--out is required")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     kernels = [Path(k) for k in args.kernels] + (generate(args.schedules, out / "kernels") if args.schedules else [])
-    import torch
-
     doc = {"bench": "codegen_gemm", "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-           "device": {"name": torch.cuda.get_device_name(0), "torch": torch.__version__,
-                      "triton": __import__("triton").__version__},
+           "device": device_info(),
            "method": __doc__.strip().splitlines()[0], "kernels": [], "baselines": []}
     for k in kernels:
         log(f"kernel {k.stem}")
-        rec = child(["--one", str(k)], args.timeout)
+        rec = child(__file__, ["--one", str(k)], args.timeout)
         rec.setdefault("kernel", k.stem)
         doc["kernels"].append(rec)
     log("baselines")
-    doc["baselines"] = child(["--baselines"], args.timeout).get("records", [])
+    doc["baselines"] = child(__file__, ["--baselines"], args.timeout).get("records", [])
     (out / "codegen_gemm.json").write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
     log(f"wrote {out / 'codegen_gemm.json'}")
     return 0

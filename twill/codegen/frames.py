@@ -59,6 +59,9 @@ class Frame:
     """Interface every program frame implements (see GemmFrame for the one built-in)."""
 
     program: str = ""
+    dtype: str = "fp16"
+    gl_dtype: str = "gl.float16"
+    sig_dtype: str = "fp16"
     kernel_params: tuple[str, ...] = ()
     trip_count: str = "n_iter"
 
@@ -108,6 +111,43 @@ class Frame:
     def signature(self) -> dict[str, str]:
         raise NotImplementedError
 
+    def _read_params(self, params: dict[str, Any], ints: tuple[str, ...]) -> tuple[int, ...]:
+        """The tile parameters ``ints``, and the dtype and sub-tile count every frame reads; one line
+        naming what is missing or has no Gluon lowering."""
+        try:
+            values = tuple(int(params[k]) for k in ints)
+            self.dtype = str(params["dtype"])
+            self.sub = int(params.get("subtiles", 1))
+        except (KeyError, TypeError, ValueError) as err:
+            raise TwillError(f"{self.program} frame: schedule body lacks parameter {err}") from None
+        if self.dtype not in GL_DTYPES:
+            raise TwillError(f"{self.program} frame: dtype {self.dtype!r} has no Gluon lowering "
+                             f"(have {sorted(GL_DTYPES)})")
+        self.gl_dtype, self.torch_dtype, self.sig_dtype, self.esize = GL_DTYPES[self.dtype]
+        return values
+
+    @staticmethod
+    def _store_tile(view: str, value: str, desc: str, coord: str) -> list[str]:
+        """The result leaves the CTA: registers -> SMEM staging, a proxy fence, one TMA store."""
+        return [
+            f"{view}.store({value})  # frame: epilogue, result -> SMEM",
+            "fence_async_shared()  # frame: generic SMEM write before the async-proxy TMA store",
+            f"tma.async_copy_shared_to_global({desc}, [{coord}], {view})",
+            "tma.store_wait(0)",
+        ]
+
+    def _layout(self, shape: tuple[int, int]) -> str:
+        """The NVMMA shared layout of a TMA box (as generated source)."""
+        return f"gl.NVMMASharedLayout.get_default_for([{shape[0]}, {shape[1]}], {self.gl_dtype})"
+
+    def _desc_type(self, shape: tuple[int, int]) -> str:
+        """A tensor descriptor's signature type for compiling without a GPU (``GluonASTSource``)."""
+        from triton.experimental.gluon import language as gl
+
+        dt = {"fp16": gl.float16, "bf16": gl.bfloat16}[self.dtype]
+        layout = gl.NVMMASharedLayout.get_default_for(list(shape), dt)
+        return f"tensordesc<{self.sig_dtype}[{shape[0]}, {shape[1]}],{layout!r}>"
+
     def acc_regs_per_thread(self, spec: MmaSpec, warps: int) -> int:
         """fp32 accumulator registers each thread of a ``warps``-warp group holds."""
         return spec.acc_shape[0] * spec.acc_shape[1] // (warps * 32)
@@ -131,15 +171,7 @@ class GemmFrame(Frame):
     GROUP_M = 8
 
     def __init__(self, params: dict[str, Any]):
-        try:
-            self.bm, self.bn, self.bk = int(params["block_m"]), int(params["block_n"]), int(params["block_k"])
-            self.dtype = str(params["dtype"])
-            self.sub = int(params.get("subtiles", 1))
-        except (KeyError, TypeError, ValueError) as err:
-            raise TwillError(f"gemm frame: schedule body lacks parameter {err}") from None
-        if self.dtype not in GL_DTYPES:
-            raise TwillError(f"gemm frame: dtype {self.dtype!r} has no Gluon lowering (have {sorted(GL_DTYPES)})")
-        self.gl_dtype, self.torch_dtype, self.sig_dtype, self.esize = GL_DTYPES[self.dtype]
+        self.bm, self.bn, self.bk = self._read_params(params, ("block_m", "block_n", "block_k"))
 
     def ring(self, op: str) -> RingSpec:
         if op == "load_a":
@@ -193,15 +225,8 @@ class GemmFrame(Frame):
     def finish(self, op: str, spec: MmaSpec, read: Callable[[str, int], str]) -> list[str]:
         first, rows = spec.a_rows or (0, self.bm)
         view = "c_smem" if spec.a_rows is None else f"c_smem.slice({first}, {rows})"
-        return [
-            f"{view}.store({read(op, 0)}.to({self.gl_dtype}))  # frame: epilogue, accumulator -> SMEM",
-            "fence_async_shared()  # frame: generic SMEM write before the async-proxy TMA store",
-            f"tma.async_copy_shared_to_global(c_desc, [off_m{f' + {first}' if first else ''}, off_n], {view})",
-            "tma.store_wait(0)",
-        ]
-
-    def _layout(self, shape: tuple[int, int]) -> str:
-        return f"gl.NVMMASharedLayout.get_default_for([{shape[0]}, {shape[1]}], {self.gl_dtype})"
+        return self._store_tile(view, f"{read(op, 0)}.to({self.gl_dtype})", "c_desc",
+                                f"off_m{f' + {first}' if first else ''}, off_n")
 
     def host(self, kernel: str, launch: dict[str, Any]) -> list[str]:
         opts = ", ".join(f"{k}={v}" for k, v in launch.items())
@@ -219,15 +244,7 @@ class GemmFrame(Frame):
         ]
 
     def signature(self) -> dict[str, str]:
-        """Argument types for compiling without a GPU (``GluonASTSource``)."""
-        from triton.experimental.gluon import language as gl
-
-        dt = {"fp16": gl.float16, "bf16": gl.bfloat16}[self.dtype]
-
-        def desc(shape: tuple[int, int]) -> str:
-            layout = gl.NVMMASharedLayout.get_default_for(list(shape), dt)
-            return f"tensordesc<{self.sig_dtype}[{shape[0]}, {shape[1]}],{layout!r}>"
-
+        desc = self._desc_type
         return {"a_desc": desc((self.bm, self.bk)), "b_desc": desc((self.bn, self.bk)),
                 "c_desc": desc((self.bm // self.sub, self.bn)), "M": "i32", "N": "i32", "K": "i32"}
 
@@ -250,17 +267,9 @@ class FaFwdFrame(Frame):
     LOG2E = 1.4426950408889634
 
     def __init__(self, params: dict[str, Any]):
-        try:
-            self.bm, self.bn, self.d = int(params["block_m"]), int(params["block_n"]), int(params["head_dim"])
-            self.dtype = str(params["dtype"])
-            self.sub = int(params.get("subtiles", 1))
-        except (KeyError, TypeError, ValueError) as err:
-            raise TwillError(f"fa_fwd frame: schedule body lacks parameter {err}") from None
+        self.bm, self.bn, self.d = self._read_params(params, ("block_m", "block_n", "head_dim"))
         if int(params.get("s_frags", 0)):
             raise TwillError("fa_fwd frame: s_frags (FA4's TMEM streaming) has no Hopper lowering")
-        if self.dtype not in GL_DTYPES:
-            raise TwillError(f"fa_fwd frame: dtype {self.dtype!r} has no Gluon lowering (have {sorted(GL_DTYPES)})")
-        self.gl_dtype, self.torch_dtype, self.sig_dtype, self.esize = GL_DTYPES[self.dtype]
         self.rows = self.bm // self.sub
 
     def ring(self, op: str) -> RingSpec:
@@ -353,15 +362,8 @@ class FaFwdFrame(Frame):
         first = j * self.rows
         view = "o_smem" if self.sub == 1 else f"o_smem.slice({first}, {self.rows})"
         inv = f"gl.convert_layout(1.0 / {read(f'rowsum{j}', 0)}, gl.SliceLayout(1, o{j}_layout))"
-        return [
-            f"{view}.store(({read(op, 0)} * {inv}[:, None]).to({self.gl_dtype}))  # frame: O / l -> SMEM",
-            "fence_async_shared()  # frame: generic SMEM write before the async-proxy TMA store",
-            f"tma.async_copy_shared_to_global(o_desc, [q_row{f' + {first}' if first else ''}, 0], {view})",
-            "tma.store_wait(0)",
-        ]
-
-    def _layout(self, shape: tuple[int, int]) -> str:
-        return f"gl.NVMMASharedLayout.get_default_for([{shape[0]}, {shape[1]}], {self.gl_dtype})"
+        return self._store_tile(view, f"({read(op, 0)} * {inv}[:, None]).to({self.gl_dtype})", "o_desc",
+                                f"q_row{f' + {first}' if first else ''}, 0")
 
     def host(self, kernel: str, launch: dict[str, Any]) -> list[str]:
         opts = ", ".join(f"{k}={v}" for k, v in launch.items())
@@ -383,15 +385,7 @@ class FaFwdFrame(Frame):
         ]
 
     def signature(self) -> dict[str, str]:
-        """Argument types for compiling without a GPU (``GluonASTSource``)."""
-        from triton.experimental.gluon import language as gl
-
-        dt = {"fp16": gl.float16, "bf16": gl.bfloat16}[self.dtype]
-
-        def desc(shape: tuple[int, int]) -> str:
-            layout = gl.NVMMASharedLayout.get_default_for(list(shape), dt)
-            return f"tensordesc<{self.sig_dtype}[{shape[0]}, {shape[1]}],{layout!r}>"
-
+        desc = self._desc_type
         return {"q_desc": desc((self.bm, self.d)), "k_desc": desc((self.bn, self.d)), "v_desc": desc((self.bn, self.d)),
                 "o_desc": desc((self.rows, self.d)), "qk_scale": "fp32", "seqlen": "i32"}
 

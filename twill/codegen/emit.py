@@ -44,6 +44,10 @@ class _State:
         return _State({k: [f(j) for j in v] for k, v in self.hist.items()}, [(o, f(j)) for o, j in self.inflight],
                       {p: f(j) for p, j in self.open_turns.items()}, set(self.tokens))
 
+    def in_flight(self, op: str, j: T.Iter) -> int | None:
+        """Position of ``op``'s wgmma of iteration ``j`` among those in flight (None: not in flight)."""
+        return next((i for i, (o, x) in enumerate(self.inflight) if o == op and _key(x) == _key(j)), None)
+
     def signature(self) -> tuple:
         return ({k: [_key(j) for j in v] for k, v in self.hist.items()}, [(o, _key(j)) for o, j in self.inflight],
                 {p: _key(j) for p, j in self.open_turns.items()}, sorted(self.tokens))
@@ -92,10 +96,10 @@ class _Body:
     def read(self, op: str, j: T.Iter, reader: str, depth: int, retire: bool = True) -> str:
         """The variable holding ``op``'s value of iteration ``j``, retired first if in flight (unless
         ``retire`` is off: a wgmma chaining an accumulator still in flight)."""
-        if retire and any(o == op and _key(x) == _key(j) for o, x in self.st.inflight):
-            n_after = len(self.st.inflight) - 1 - next(i for i, (o, x) in enumerate(self.st.inflight)
-                                                       if o == op and _key(x) == _key(j))
-            self.wait(n_after, f"{reader} reads {op} of iteration {j.expr()}: retire it first", depth)
+        pos = self.st.in_flight(op, j) if retire else None
+        if pos is not None:
+            self.wait(len(self.st.inflight) - 1 - pos, f"{reader} reads {op} of iteration {j.expr()}: retire it first",
+                      depth)
         name = self.lookup(op, j)
         if name is None:
             raise CodegenError(f"codegen: {reader} reads {op} of iteration {j.expr()}, which no variable holds at "
@@ -123,8 +127,7 @@ class _Body:
 
     def reader(self, op: str, j: T.Iter, depth: int):
         def read(src: str, distance: int) -> str:
-            if not any(e.src == src and e.dst == op and e.distance == distance and e.carrier == Carrier.REGISTERS
-                       for e in self.plan.problem.edges):
+            if not self.plan.register_edge(src, op, distance):
                 raise CodegenError(f"codegen: the {self.plan.frame.program} frame reads {src} (distance {distance}) "
                                    f"for {op}, but the body has no such register edge")
             return self.read(src, j.shift(-distance), op, depth)
@@ -211,13 +214,11 @@ class _Body:
     def after(self, op: str, j: T.Iter, depth: int) -> None:
         """The schedule's retire points that follow ``op``."""
         for w in self.plan.waits.values():
-            if w.after == op:
-                target = (w.op, j.shift(-w.lag))
-                if any(o == target[0] and _key(x) == _key(target[1]) for o, x in self.st.inflight):
-                    lat = self.plan.problem.op(w.op).latency
-                    self.wait(w.depth, f"retire {w.op}: {w.depth} later wgmma issue(s) of group {self.part.group} "
-                                       f"fall within its latency {lat} (start {self.plan.schedule.op(w.op).start}, "
-                                       f"II {self.plan.schedule.ii})", depth)
+            if w.after == op and self.st.in_flight(w.op, j.shift(-w.lag)) is not None:
+                lat = self.plan.problem.op(w.op).latency
+                self.wait(w.depth, f"retire {w.op}: {w.depth} later wgmma issue(s) of group {self.part.group} "
+                                   f"fall within its latency {lat} (start {self.plan.schedule.op(w.op).start}, "
+                                   f"II {self.plan.schedule.ii})", depth)
 
     def wait(self, k: int, why: str, depth: int, release: bool = True) -> None:
         """``warpgroup_mma_wait(k)``: every wgmma but the k newest is retired; their values (and an
@@ -234,8 +235,7 @@ class _Body:
                 a = self.lookup(spec.a, j, record=False)
                 if a is not None and a not in deps:
                     deps.append(a)
-        lhs = ", ".join(deps)
-        self.add(f"{lhs} = warpgroup_mma_wait({k}, deps=({lhs},))  # {why}", depth)
+        self.add(T.wgmma_wait(deps, k, why), depth)
         self.st.tokens -= set(deps)
         if release:
             for op, j in done:
@@ -328,8 +328,7 @@ def _emit_partition(plan: Plan, part: Partition, depth: dict[str, int], check: b
     entry = b.st.rebase(lambda j: T.Iter("t", j.off - S, S) if not j.base else j)
     steady = _steady_state(b, entry)
     for var in sorted(steady.tokens - entry.tokens):
-        op = next(o for o in part.ops if var.split("_p")[0] == plan.var(o))
-        b.add(f"{var} = warpgroup_mma_init({var})  # {op}'s accumulator crosses the loop's back edge in flight")
+        b.add(f"{var} = warpgroup_mma_init({var})  # this accumulator crosses the loop's back edge in flight")
     if entry.tokens - steady.tokens:
         raise CodegenError(f"codegen: group {part.group} enters its loop with {sorted(entry.tokens - steady.tokens)} "
                            "in flight, which the steady state has retired")
@@ -375,13 +374,11 @@ def _emit_partition(plan: Plan, part: Partition, depth: dict[str, int], check: b
 
 
 def _read_before_first(plan: Plan, part: Partition, op: str) -> bool:
-    """Whether iteration 0 of some op of the partition reads ``op`` of iteration -1 (a recurrence,
-    or an accumulator chained in place), so ``op`` needs a starting value."""
-    for e in plan.problem.edges:
-        if e.src == op and e.dst in part.ops and e.carrier == Carrier.REGISTERS and e.distance > 0:
-            return True
-    spec = plan.mmas.get(op)
-    return False if spec is None else any(s.acc_from == op and s.acc_distance > 0 for s in plan.mmas.values())
+    """Whether iteration 0 of some op of the partition reads ``op`` of iteration -1 over a register
+    edge (a recurrence, or an accumulator chained in place: ``make_plan`` checks each MMA's chain
+    is an edge), so ``op`` needs a starting value."""
+    return any(e.src == op and e.dst in part.ops and e.carrier == Carrier.REGISTERS and e.distance > 0
+               for e in plan.problem.edges)
 
 
 def _partition(plan: Plan, part: Partition, args: str) -> list[str]:

@@ -121,6 +121,9 @@ class Plan:
     def kind(self, op: str) -> str:
         return _kind(self.problem, op)
 
+    def register_edge(self, src: str, dst: str, distance: int) -> bool:
+        return _register_edge(self.problem, src, dst, distance)
+
     def releases(self, group: int, channel: str, op: str) -> bool:
         """Whether retiring ``op`` releases ``channel``'s slot for ``group`` (one arrival per group
         per iteration: by the group's last-issued reader, whose retirement retires the others)."""
@@ -412,9 +415,16 @@ def _check_operands(problem: Problem, frame: Frame, rings: dict[str, Ring], mmas
                 raise CodegenError(f"codegen: {op} reads {operand} but the body has no SMEM edge {operand}->{op}")
             if kind == "smem" and operand not in staged:
                 raise CodegenError(f"codegen: {op} reads frame buffer {operand}, which the frame does not allocate")
-            if kind == "regs" and not any(e.src == operand and e.dst == op and e.carrier == Carrier.REGISTERS
-                                          for e in problem.edges):
+            if kind == "regs" and not _register_edge(problem, operand, op, 0):
                 raise CodegenError(f"codegen: {op} reads {operand} from registers but the body has no such edge")
+        if spec.acc_from is not None and not _register_edge(problem, spec.acc_from, op, spec.acc_distance):
+            raise CodegenError(f"codegen: {op} accumulates into {spec.acc_from} (distance {spec.acc_distance}) but "
+                               "the body has no such register edge")
+
+
+def _register_edge(problem: Problem, src: str, dst: str, distance: int) -> bool:
+    return any(e.src == src and e.dst == dst and e.distance == distance and e.carrier == Carrier.REGISTERS
+               for e in problem.edges)
 
 
 def _check_values(problem: Problem, frame: Frame, partitions: list[Partition]) -> None:

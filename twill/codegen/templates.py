@@ -90,8 +90,11 @@ def turn_pass(position: int, count: int, why: str, pred: str | None = None) -> s
     return f"mbarrier.arrive(turn.index({(position + 1) % count}){_pred(pred)})  # {why}"
 
 
-def wgmma_wait(acc: str, depth: int, why: str) -> str:
-    return f"{acc} = warpgroup_mma_wait({depth}, deps=({acc},))  # {why}"
+def wgmma_wait(values: list[str], depth: int, why: str) -> str:
+    """Retire all but the ``depth`` newest wgmmas; ``values`` (their results and any register
+    operands) are rebound to what the wait makes readable."""
+    names = ", ".join(values)
+    return f"{names} = warpgroup_mma_wait({depth}, deps=({names},))  # {why}"
 
 
 def release(ch: str, j: Iter, depth: int, pred: str | None, why: str) -> str:

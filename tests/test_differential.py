@@ -31,7 +31,9 @@ from twill.schedule import Schedule
 from twill.solver import SolveOptions, lower_bound, solve
 from twill.solver.exhaustive import SearchStats, solve_exhaustive
 from twill.solver.ims import ims_swp, ims_triton_split
+from twill.solver.run import Work
 from twill.solver.strategies import producer_consumer_split
+from twill.solver.structure import structure_floor
 from twill.solver.z3_backend import solve_z3
 from twill.validate import validate
 
@@ -118,6 +120,10 @@ def check_graph(seed: int, n: int, *, secondary: bool = False) -> Findings:
         if best is not None and not lower_bound(p, options) <= best <= witness_ii(p):
             found.wrong.append(f"{mode}: II {best} outside [lower bound {lower_bound(p, options)}, "
                                f"sequential witness {witness_ii(p)}]")
+        if not swp_only and best is not None:
+            floor = structure_floor(p, options, lower_bound(p, options), best, Work.starting_now(TIME_LIMIT, 100.0))
+            if floor is not None and floor.ii > best:
+                found.wrong.append(f"{mode}: the structure relaxation refutes II {best}, the optimum")
         if full and "cp-sat" in done and "z3" in done:
             found.wrong += _objective_disagreements(p, mode, done["cp-sat"], done["z3"])
         optimum[swp_only] = best

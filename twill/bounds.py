@@ -20,7 +20,7 @@ from twill.problem import Problem, read_time
 
 __all__ = ["UnitBound", "Recurrence", "Bounds", "StorageBound", "ResidueCut", "res_mii", "rec_mii", "storage_mii",
            "compute_bounds", "residue_cuts", "lower_bound", "bound_and_reason", "sequential_ii",
-           "stage_bound", "issue_mii"]
+           "stage_bound", "issue_mii", "shortest_lifetimes"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,7 +170,7 @@ class StorageBound:
                 f"II {self.ii - 1}, more than {self.capacity} x II")
 
 
-def _shortest_lifetimes(problem: Problem, ii: int, names: list[str]) -> dict[str, int]:
+def shortest_lifetimes(problem: Problem, ii: int, names: list[str]) -> dict[str, int]:
     """Each value's shortest possible lifetime at ``ii``: from its issue to the end of its last
     read, where every reader is at least the longest dependence path away (weights latency -
     distance x II; no positive cycle once II >= RecMII)."""
@@ -226,7 +226,7 @@ def _storage_excess(problem: Problem, ii: int) -> tuple[str, int, int] | None:
         names = [op.name for op in problem.ops if size(op)]
         if not names:
             continue
-        life = _shortest_lifetimes(problem, ii, names)
+        life = shortest_lifetimes(problem, ii, names)
         demand = sum(size(problem.op(n)) * life[n] for n in names)
         if demand > capacity * ii:
             return memory, demand, capacity

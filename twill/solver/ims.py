@@ -354,7 +354,8 @@ def _sequential_ii(problem: Problem, deps: list[_Dep]) -> int:
 
 def iterative_modulo_schedule(problem: Problem, options: SolveOptions | None = None, *,
                               groups: Mapping[str, int] | None = None, budget_ratio: int = 6,
-                              deadline: float | None = None) -> ImsResult:
+                              deadline: float | None = None, start: int | None = None,
+                              upper: int | None = None) -> ImsResult:
     """Rau's iterative modulo scheduling of ``problem``, validated.
 
     Parameters
@@ -371,6 +372,9 @@ def iterative_modulo_schedule(problem: Problem, options: SolveOptions | None = N
     deadline
         A ``time.monotonic()`` value after which no further II is tried (the solver's wall-clock
         cap): the result then has the schedule found so far, or none.
+    start, upper
+        Try no II below ``start`` nor at or above ``upper``: a search that already holds a
+        schedule at ``upper`` (or has refuted every II below ``start``) asks only for a better one.
 
     Returns
     -------
@@ -402,7 +406,7 @@ def iterative_modulo_schedule(problem: Problem, options: SolveOptions | None = N
         if missing:
             raise ValueError(f"groups: no group for ops {missing}")
     deps, segments, capacity, start_ii = _plan(problem, fixed)
-    start_ii = max(start_ii, lb)
+    start_ii = max(start_ii, lb, start or 0)
     names = [op.name for op in problem.ops]
     tails = {op.name: op.latency for op in problem.ops}
     budget = max(1, budget_ratio) * len(names)
@@ -425,6 +429,8 @@ def iterative_modulo_schedule(problem: Problem, options: SolveOptions | None = N
         return sched
 
     cap, ii, step, failed = _sequential_ii(problem, deps), start_ii, 1, None
+    if upper is not None:
+        cap = min(cap, upper - 1)
     found = None
     def out_of_time() -> bool:
         if deadline is not None and time.monotonic() >= deadline:

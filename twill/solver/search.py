@@ -31,7 +31,7 @@ from twill.problem import Problem
 from twill.schedule import Schedule
 from twill.solver import hints
 from twill.solver.assemble import Assignment, assemble
-from twill.solver.ims import ims_swp, ims_triton_split
+from twill.solver.ims import ims_swp, ims_triton_split, iterative_modulo_schedule
 from twill.solver.model import ScheduleModel, build_model
 from twill.solver.phases import (
     FEASIBLE,
@@ -48,6 +48,7 @@ from twill.solver.phases import (
 from twill.solver.run import Budget, Progress, Work, solver
 from twill.solver.sequential import sequential_witness
 from twill.solver.strategies import producer_consumer_split
+from twill.solver.structure import propose_grouping, structure_floor
 from twill.validate import validate
 
 __all__ = ["solve"]
@@ -60,6 +61,8 @@ Value = Callable[[cp_model.LinearExprT], int]  # a solver's value function: vari
 RESERVE = 0.1  # of the work kept for the secondary objectives once a schedule is in hand
 EARLY_DESCENT = Budget(share=1 / 10, at_least=3.0, attempt=1.0)  # the descent before the windows
 STALL = 1.0  # units: a secondary objective stops after a slice this long that did not improve it
+# II targets, as multiples of the floor, at which the structure relaxation proposes a grouping for IMS
+TARGETS = (1.0, 1.05, 1.1, 1.2, 1.35, 1.5, 1.75, 2.0, 2.5, 3.0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,10 +100,16 @@ def solve(problem: Problem, options: SolveOptions | None = None) -> Schedule:
     ctx.report(f"lower bound II >= {lb}: {why}")
     incumbent = _heuristic_incumbent(problem, options, lb, ctx.work)
     first = ctx.work.seconds() if incumbent is not None else None
+    if incumbent is not None:
+        ctx.report(f"first schedule, from {_source(incumbent)}, at II {incumbent.ii}")
+    lb, why = _structure_floor(ctx, lb, why, sequential_ii(problem) if incumbent is None else incumbent.ii - 1)
+    better = _structured(ctx, lb, incumbent)
+    if better is not None:
+        incumbent, first = better, first if first is not None else ctx.work.seconds()
     cap = sequential_ii(problem) if incumbent is None else incumbent.ii - 1
     if incumbent is not None:
         ctx.upper = hints.from_schedule(problem, incumbent)
-        ctx.report(f"first schedule, from {_source(incumbent)}, at II {incumbent.ii}: the search looks below it")
+        ctx.report(f"best first schedule at II {incumbent.ii}: the search looks below it")
     lb, why = _modulo_floor(ctx, lb, why, cap)
     fallback = _construct(ctx, lb, cap) if incumbent is None else None
     if fallback is not None:
@@ -122,6 +131,67 @@ def solve(problem: Problem, options: SolveOptions | None = None) -> Schedule:
         raise _no_schedule(problem, options, result, cap)
     first = ii_seconds if first is None else first
     return replace(_finish(ctx, found, optimal, floor, lb, why), ii_seconds=ii_seconds, first_seconds=first)
+
+
+def _structure_floor(ctx: Context, lb: int, why: str, cap: int) -> tuple[int, str]:
+    """The structure relaxation's least II (``twill.solver.structure``): below it no grouping of
+    the ops fits in-order issue, registers, shared-memory hand-offs and hand-off recurrences."""
+    if cap < lb or not _heuristics_apply(ctx.options):
+        return lb, why
+    floor = structure_floor(ctx.problem, ctx.options, lb, cap, ctx.work)
+    if floor is None or floor.ii <= lb:
+        return lb, why
+    ctx.refuted(lb, floor.ii - 1, "the warp-group structure relaxation")
+    ctx.report(f"lower bound II >= {floor.ii}: {floor.sentence()}")
+    return floor.ii, floor.sentence()
+
+
+def _structured(ctx: Context, lb: int, best: Schedule | None) -> Schedule | None:
+    """A better first schedule: Rau's IMS under the groupings the structure relaxation proposes,
+    one per group count (the fewest hand-offs at the least target II of ``TARGETS`` x the floor
+    that admits that many groups); the best validated one below ``best``, or None. The proposals
+    and IMS are deterministic, so this is too (unless the wall-clock cap cuts it)."""
+    p, o = ctx.problem, ctx.options
+    if not _heuristics_apply(o):
+        return None
+    found: Schedule | None = None
+    tried: set[tuple[int, ...]] = set()
+    for count in range(1, min(o.max_groups, len(p.ops)) + 1):
+        groups = _proposal(ctx, lb, count, found or best)
+        if groups is None:
+            continue
+        labels = hints.first_use_labels(p, groups)
+        key = tuple(labels[groups[op.name]] for op in p.ops)
+        if key in tried:
+            continue
+        tried.add(key)
+        top = found or best
+        result = iterative_modulo_schedule(p, o, groups=groups, deadline=ctx.work.deadline,
+                                           upper=None if top is None else top.ii)
+        if result.schedule is not None and not ctx.work.check_wall() and _fits(result.schedule, o):
+            found = result.schedule
+            ctx.report(f"  IMS under a proposed grouping of {count} groups: II {found.ii}")
+    return found
+
+
+def _proposal(ctx: Context, lb: int, count: int, top: Schedule | None) -> dict[str, int] | None:
+    """The structure relaxation's grouping of ``count`` groups at the least target II that admits
+    one (below ``top``'s II), or None."""
+    for factor in TARGETS:
+        target = math.ceil(lb * factor)
+        if (top is not None and target >= top.ii) or ctx.work.left() <= 0 or ctx.work.check_wall():
+            return None
+        groups = propose_grouping(ctx.problem, ctx.options, target, ctx.work, count)
+        if groups is not None:
+            return groups
+    return None
+
+
+def _fits(sched: Schedule, options: SolveOptions) -> bool:
+    """Whether a heuristic's schedule obeys the options' group and warp caps."""
+    if len(sched.groups) > options.max_groups:
+        return False
+    return options.max_warps is None or sum(g.warps for g in sched.groups) <= options.max_warps
 
 
 def _modulo_floor(ctx: Context, lb: int, why: str, cap: int) -> tuple[int, str]:
@@ -350,11 +420,8 @@ def _heuristic_incumbent(problem: Problem, options: SolveOptions, lb: int, work:
     # where the cap cut the heuristic, its schedule would depend on the machine's load
     heuristic = None if work.check_wall() else result.schedule
     for sched in (heuristic, _sequential(problem, options)):
-        if sched is None or len(sched.groups) > options.max_groups or sched.ii < lb:
-            continue
-        if options.max_warps is not None and sum(g.warps for g in sched.groups) > options.max_warps:
-            continue
-        return sched
+        if sched is not None and sched.ii >= lb and _fits(sched, options):
+            return sched
     return None
 
 

@@ -1,0 +1,312 @@
+"""The warp-group structure on its own: a relaxation over groupings that bounds II from below, and
+the groupings it proposes to the heuristics (docs/design.md §3.1b).
+
+A joint schedule at II fixes a grouping (which op each warp group issues, each group's warps and
+``setmaxnreg`` budget). Whatever its starts, that grouping meets a few conditions that depend on
+II but not on the starts:
+
+* in-order issue: the holds of a group's ops sum to at most II (§2.7);
+* variable-latency isolation, warps per group and per CTA, the register file (§2.6);
+* registers on average: a group's values, each held at least its shortest lifetime at this II,
+  fit the group's room over one II (the cut of §2.8a with the shortest lifetimes of §3.1a);
+* shared memory: ring slots for the shortest lifetimes plus the staging of every register value
+  that crosses groups, plus the static buffers (§2.9);
+* recurrences: a dependence cycle whose edges cross groups pays each crossing's hand-off cost and
+  still fits its distance times II (§2.4).
+
+So a grouping that breaks one of them has no schedule at this II, and when no grouping meets them
+all, II is infeasible: a proof by a model with no starts at all, far smaller than the joint model
+(ops x groups Booleans), which decides in a fraction of a second what the joint model cannot decide
+in minutes where registers, shared memory or in-order issue limit how ops can be split among groups.
+Each condition is monotone in II (a shortest lifetime is a maximum of (latency sum + read) -
+distance x II terms plus whole IIs, so lifetime / II never grows with II), so the least feasible II
+is found by bisection and every II below it is refuted.
+
+The same model, at an II where it is feasible, proposes groupings: the feasible grouping with the
+fewest hand-off bytes and crossings is what a constructive scheduler (``twill.solver.ims``) is then
+run under.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import networkx as nx
+from ortools.sat.python import cp_model
+
+from twill.bounds import shortest_lifetimes
+from twill.ir import Carrier
+from twill.options import SolveOptions
+from twill.problem import Problem
+from twill.solver.run import Budget, Work, solver
+
+__all__ = ["StructureModel", "STRUCTURE_FAMILIES", "build_structure", "structure_floor", "propose_grouping",
+           "StructureFloor"]
+
+MAX_CYCLES = 200  # dependence cycles enumerated for the hand-off recurrence family (any subset is valid)
+PROBE = Budget(share=0.0, at_least=1.0)  # one fixed-II decision of the relaxation
+PROPOSE = Budget(share=0.0, at_least=2.0)  # a grouping with the fewest hand-offs at one II
+
+
+@dataclass
+class StructureModel:
+    """The variables of the structure relaxation at one II: membership x[op, g], each group's
+    use, warps and register budget, and which edges cross groups."""
+
+    problem: Problem
+    options: SolveOptions
+    ii: int
+    m: cp_model.CpModel = field(default_factory=cp_model.CpModel)
+    x: dict[tuple[str, int], cp_model.IntVar] = field(default_factory=dict)
+    used: list[cp_model.IntVar] = field(default_factory=list)
+    warps: list[cp_model.IntVar] = field(default_factory=list)
+    regs: list[cp_model.IntVar] = field(default_factory=list)
+    words: list[cp_model.IntVar] = field(default_factory=list)
+    group_of: dict[str, cp_model.IntVar] = field(default_factory=dict)
+    cross: dict[int, cp_model.IntVar] = field(default_factory=dict)  # edge index -> ends in different groups
+    life: dict[str, int] = field(default_factory=dict)  # each value's shortest lifetime at this II
+
+    @property
+    def groups(self) -> range:
+        return range(min(self.options.max_groups, len(self.problem.ops)))
+
+    def room(self, g: int) -> cp_model.LinearExprT:
+        """Register words group ``g`` has for results (its budget above the reserved registers)."""
+        reserved = self.problem.arch.limit("regs_reserved_per_thread")
+        return 32 * (self.words[g] - reserved * self.warps[g])
+
+
+def add_groups(s: StructureModel) -> None:
+    """Groups, their warps and budgets, labelled in order of first use (as the joint model, §2.6).
+
+    Fact: every op is issued by one group at least as wide as the op needs; the CTA holds at most
+    W warps; every group's budget comes from one register file. Charging each group its own
+    warps x budget is at most what packing narrow groups into warpgroups charges (b200), so this
+    is a relaxation there too.
+    Math: sum_g x[v, g] = 1; x[v, g] => warps[g] >= min_warps(v); sum warps <= W;
+    sum_g 32 warps[g] regs[g] <= registers per SM.
+    """
+    p, m, arch = s.problem, s.m, s.problem.arch
+    sizes, budgets = sorted(arch.warp_group_sizes()), sorted(arch.register_budgets())
+    for g in s.groups:
+        s.used.append(m.new_bool_var(f"used[{g}]"))
+        s.warps.append(m.new_int_var_from_domain(cp_model.Domain.from_values([0, *sizes]), f"warps[{g}]"))
+        s.regs.append(m.new_int_var_from_domain(cp_model.Domain.from_values([0, *budgets]), f"regs[{g}]"))
+        m.add(s.warps[g] == 0).only_enforce_if(~s.used[g])
+        m.add(s.warps[g] >= 1).only_enforce_if(s.used[g])
+        m.add(s.regs[g] == 0).only_enforce_if(~s.used[g])
+        m.add(s.regs[g] >= budgets[0]).only_enforce_if(s.used[g])
+        words = m.new_int_var(0, sizes[-1] * budgets[-1], f"words[{g}]")
+        m.add_multiplication_equality(words, [s.warps[g], s.regs[g]])
+        s.words.append(words)
+    for a, b in itertools.pairwise(s.used):
+        m.add_implication(b, a)
+    prefix = None
+    for op in p.ops:
+        xs = [m.new_bool_var(f"x[{op.name},{g}]") for g in s.groups]
+        m.add_exactly_one(xs)
+        for g, x in zip(s.groups, xs, strict=True):
+            s.x[op.name, g] = x
+            m.add_implication(x, s.used[g])
+            m.add(s.warps[g] >= op.min_warps).only_enforce_if(x)
+        grp = s.group_of[op.name] = m.new_int_var(0, len(s.groups) - 1, f"group[{op.name}]")
+        m.add(grp == sum(g * x for g, x in zip(s.groups, xs, strict=True)))
+        if s.options.fixed_groups:
+            continue
+        if prefix is None:  # an op opens at most the next unused label (label symmetry)
+            m.add(grp == 0)
+            prefix = grp
+        else:
+            m.add(grp <= prefix + 1)
+            nxt = m.new_int_var(0, len(s.groups) - 1, f"prefix[{op.name}]")
+            m.add_max_equality(nxt, [prefix, grp])
+            prefix = nxt
+    for name, g in s.options.fixed_groups:
+        m.add(s.group_of[name] == g)
+    cta = s.options.max_warps if s.options.max_warps is not None else arch.limit("warps_per_cta")
+    m.add(sum(s.warps) <= cta)
+    m.add(32 * sum(s.words) <= arch.limit("regs_per_sm"))
+    for i, e in enumerate(p.edges):
+        if e.src != e.dst and (p.cross_group_cost(e) or p.handoff_bytes(e) or s.options.no_handoff):
+            c = s.cross[i] = m.new_bool_var(f"cross[{e.src}->{e.dst}#{i}]")
+            m.add(s.group_of[e.src] != s.group_of[e.dst]).only_enforce_if(c)
+            m.add(s.group_of[e.src] == s.group_of[e.dst]).only_enforce_if(~c)
+            if s.options.no_handoff and e.carrier is Carrier.REGISTERS and p.op(e.src).regs > 0:
+                m.add(c == 0)
+
+
+def add_issue_sums(s: StructureModel) -> None:
+    """In-order issue (§2.7): a group's ops hold it one after another within every II.
+    Math: sum_v hold(v) x[v, g] <= II."""
+    for g in s.groups:
+        s.m.add(sum(s.problem.hold(op.name) * s.x[op.name, g] for op in s.problem.ops) <= s.ii)
+
+
+def add_isolation(s: StructureModel) -> None:
+    """Variable-latency ops share a group with no op that holds it (§2.7)."""
+    if not s.options.isolate_variable_latency:
+        return
+    for g in s.groups:
+        vl = s.m.new_bool_var(f"variable_latency[{g}]")
+        for op in s.problem.ops:
+            if op.variable_latency:
+                s.m.add_implication(s.x[op.name, g], vl)
+            elif s.problem.hold(op.name) > 0:
+                s.m.add_implication(s.x[op.name, g], ~vl)
+
+
+def add_register_room(s: StructureModel) -> None:
+    """Registers on average (§2.8a): a value of w words held at least its shortest lifetime L fills
+    w x L of the II circle of its producer's group, never more on average than the group's room;
+    and one copy of it must fit the room at all.
+    Math: sum_v regs(v) L_v x[v, g] <= room[g] II; regs(v) x[v, g] <= room[g]."""
+    values = [op for op in s.problem.ops if op.regs]
+    for g in s.groups:
+        if values:
+            s.m.add(sum(op.regs * s.life[op.name] * s.x[op.name, g] for op in values) <= s.room(g) * s.ii)
+        for op in values:
+            if s.life[op.name] > 0:  # a value held for no cycle takes no room
+                s.m.add(op.regs * s.x[op.name, g] <= s.room(g))
+
+
+def add_handoff_smem(s: StructureModel) -> None:
+    """Shared memory (§2.9): ring slots for the shortest lifetimes, the staging buffer of every
+    register value that crosses groups, and the static buffers fit the CTA's shared memory."""
+    p = s.problem
+    rings = sum(op.smem_bytes * -(-s.life[op.name] // s.ii) for op in p.ops if op.smem_bytes)
+    staged = [p.handoff_bytes(p.edges[i]) * c for i, c in s.cross.items() if p.handoff_bytes(p.edges[i])]
+    s.m.add(rings + sum(staged) + p.body.static_smem <= p.arch.limit("smem_bytes_per_cta"))
+
+
+def add_handoff_recurrences(s: StructureModel) -> None:
+    """Recurrences across groups (§2.4): every crossing on a dependence cycle adds its hand-off
+    cost, and the cycle's latency must still fit its distance times II. Each cycle takes, per pair
+    of ops, one parallel edge chosen without regard to II (the least distance, then the longest
+    latency with its crossing cost), so each constraint is monotone in II; any subset of cycles and
+    any choice of parallel edges gives a valid relaxation."""
+    p = s.problem
+    for cycle in _cycles(p):
+        latency = distance = 0
+        extra = []
+        for a, b in itertools.pairwise([*cycle, cycle[0]]):
+            i, e = min(((i, e) for i, e in enumerate(p.edges) if e.src == a and e.dst == b),
+                       key=lambda ie: (ie[1].distance, -ie[1].latency - p.cross_group_cost(ie[1]), ie[0]))
+            latency, distance = latency + e.latency, distance + e.distance
+            if i in s.cross:
+                extra.append(p.cross_group_cost(e) * s.cross[i])
+        if distance > 0 and extra:
+            s.m.add(latency + sum(extra) <= distance * s.ii)
+
+
+_CYCLES: dict[int, tuple[Problem, list[list[str]]]] = {}
+
+
+def _cycles(problem: Problem) -> list[list[str]]:
+    """Up to ``MAX_CYCLES`` simple dependence cycles (Johnson's algorithm, networkx), once per problem."""
+    cached = _CYCLES.get(id(problem))
+    if cached is not None and cached[0] is problem:
+        return cached[1]
+    g = nx.DiGraph()
+    g.add_edges_from((e.src, e.dst) for e in problem.edges if e.src != e.dst)
+    cycles = [c for c in itertools.islice(nx.simple_cycles(g), MAX_CYCLES)]
+    if len(_CYCLES) >= 16:
+        _CYCLES.clear()
+    _CYCLES[id(problem)] = (problem, cycles)
+    return cycles
+
+
+STRUCTURE_FAMILIES: tuple[tuple[str, Callable[[StructureModel], None]], ...] = (
+    ("issue", add_issue_sums),
+    ("isolation", add_isolation),
+    ("registers", add_register_room),
+    ("smem", add_handoff_smem),
+    ("recurrences", add_handoff_recurrences),
+)
+# what each family is called in a sentence that says what binds the bound
+_FAMILY_WORDS = {"issue": "in-order issue", "isolation": "load isolation", "registers": "registers",
+                 "smem": "shared-memory hand-offs", "recurrences": "hand-offs on recurrences"}
+
+
+def build_structure(problem: Problem, options: SolveOptions, ii: int, drop: tuple[str, ...] = ()) -> StructureModel:
+    """The structure relaxation at ``ii`` (II >= RecMII, so shortest lifetimes are defined),
+    without the families named in ``drop``."""
+    names = [op.name for op in problem.ops if op.regs or op.smem_bytes]
+    s = StructureModel(problem, options, ii, life=shortest_lifetimes(problem, ii, names) if names else {})
+    add_groups(s)
+    for name, family in STRUCTURE_FAMILIES:
+        if name not in drop:
+            family(s)
+    return s
+
+
+@dataclass(frozen=True, slots=True)
+class StructureFloor:
+    """The least II in a range at which the relaxation has a grouping (``ii``), and what binds it
+    there (the families without which II - 1 would pass)."""
+
+    ii: int
+    binding: tuple[str, ...] = ()
+    decided: bool = True  # False: a probe ran out of work, so ``ii`` is only what was refuted
+
+    def sentence(self) -> str:
+        what = " + ".join(_FAMILY_WORDS[f] for f in self.binding) or "the families together"
+        return (f"warp-group structure: below II {self.ii} no grouping of the ops fits {what} "
+                f"(a relaxation of the joint problem)")
+
+
+def _decide(problem: Problem, options: SolveOptions, ii: int, work: Work, drop: tuple[str, ...] = ()) -> int:
+    s = build_structure(problem, options, ii, drop)
+    return solver(work, PROBE.at_least, options.workers).solve(s.m)
+
+
+def structure_floor(problem: Problem, options: SolveOptions, lo: int, hi: int, work: Work) -> StructureFloor | None:
+    """The least II in [lo, hi] that the structure relaxation does not refute (bisection: every
+    family is monotone in II), or None when it refutes nothing at ``lo``. Where a probe runs out of
+    its budget the floor stays at the last refuted II + 1, so the result is always a valid bound."""
+    if options.swp_only or lo > hi or work.left() <= 0 or _decide(problem, options, lo, work) != cp_model.INFEASIBLE:
+        return None
+    refuted, top, decided = lo, hi + 1, True  # refuted: proven infeasible; top: feasible (or past hi)
+    while top - refuted > 1 and work.left() > 0:
+        mid = (refuted + top) // 2
+        status = _decide(problem, options, mid, work)
+        if status == cp_model.INFEASIBLE:
+            refuted = mid
+        elif status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+            top = mid
+        else:  # undecided: what is proven so far stands
+            top, decided = mid, False
+    if top - refuted > 1:
+        decided = False
+    floor = refuted + 1
+    binding = tuple(name for name, _ in STRUCTURE_FAMILIES
+                    if work.left() > 0 and _decide(problem, options, refuted, work, drop=(name,)) in
+                    (cp_model.OPTIMAL, cp_model.FEASIBLE))
+    return StructureFloor(floor, binding, decided)
+
+
+def propose_grouping(problem: Problem, options: SolveOptions, ii: int, work: Work,
+                     count: int | None = None) -> dict[str, int] | None:
+    """A grouping that meets the relaxation at ``ii`` (with exactly ``count`` groups, when given)
+    with the fewest staged hand-off bytes, then the fewest crossing cycles, then the smallest
+    largest hold sum (balanced groups leave each the most slack): what a schedule under it pays
+    least for. None when the relaxation has none in its budget."""
+    if options.swp_only or work.left() <= 0:
+        return None
+    s = build_structure(problem, options, ii)
+    p = problem
+    if count is not None:
+        if count > len(s.groups):
+            return None
+        s.m.add(sum(s.used) == count)
+    staged = sum(p.handoff_bytes(p.edges[i]) * c for i, c in s.cross.items())
+    delay = sum(p.cross_group_cost(p.edges[i]) * c for i, c in s.cross.items())
+    busiest = s.m.new_int_var(0, ii, "busiest")
+    for g in s.groups:
+        s.m.add(busiest >= sum(p.hold(op.name) * s.x[op.name, g] for op in p.ops))
+    s.m.minimize((staged * (ii + 1) + delay) * (ii + 1) + busiest)
+    sv = solver(work, PROPOSE.at_least, options.workers)
+    if sv.solve(s.m) not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        return None
+    return {op.name: int(sv.value(s.group_of[op.name])) for op in p.ops}

@@ -264,6 +264,18 @@ def test_cli_writes_the_kernel(tmp_path, capsys):
     assert "def launch(a, b, c):" in (tmp_path / "k.py").read_text()
 
 
+def test_cli_turn_lowering_flags(tmp_path):
+    ws2sub = str(SCHEDULES / "gemm_ws2sub.json")
+    outs = {}
+    for flags in ([], ["--turns", "mbarrier"], ["--no-turns"]):
+        path = tmp_path / f"k{len(outs)}.py"
+        assert main(["codegen", ws2sub, "-o", str(path), *flags]) == 0
+        outs[" ".join(flags)] = path.read_text()
+    assert '"bar.sync 15, 256;' in outs[""] and "turn.index" not in outs[""]
+    assert "mbarrier.wait(turn.index(0)" in outs["--turns mbarrier"] and '"bar.' not in outs["--turns mbarrier"]
+    assert "turn.index" not in outs["--no-turns"] and '"bar.' not in outs["--no-turns"]
+
+
 def test_register_grant_replays_allocate_warp_groups():
     from twill.codegen.regs import grant
 

@@ -93,12 +93,28 @@ def test_groups_sharing_the_tensor_cores_take_turns_in_start_order():
     gen = generate(sched)
     starts = {sched.op(op).group: sched.op(op).start for op in gen.plan.mmas}
     assert gen.plan.turns == sorted(starts, key=starts.get) == [1, 2]
-    assert "mbarrier.wait(turn.index(0), ((t) & 1) ^ 1)" in gen.source  # first group: the previous round's pass
-    assert "mbarrier.wait(turn.index(1), (t) & 1)" in gen.source
-    assert gen.source.count("mbarrier.arrive(turn.index(") == 2
+    # the token on hardware named barriers (the default): position k syncs on barrier 15 - k with the
+    # threads of its group and of the group before it; the last position passes round -1 at its start
+    assert gen.plan.turn_kind == "named"
+    assert [gen.plan.turn_barrier(k) for k in (0, 1)] == [(15, 256), (14, 256)]
+    g1, g2 = (gen.source.split(f"def partition_g{g}(")[1].split("@gluon.jit")[0] for g in (1, 2))
+    loop1, loop2 = (b.split("for t in range(")[1] for b in (g1, g2))
+    assert loop1.count('"bar.sync 15, 256;') == 1 and loop1.count('"bar.arrive 14, 256;') == 1
+    assert loop2.count('"bar.sync 14, 256;') == 1 and loop2.count('"bar.arrive 15, 256;') == 1
+    assert g2.split("for t in range(")[0].count('"bar.arrive 15, 256;') == 1  # round -1, before the loop
+    assert "bar." not in g1.split("for t in range(")[0]
+    assert loop1.index("bar.sync") < loop1.index("acc0 = warpgroup_mma(") < loop1.index("bar.arrive")
+    assert "turn.index" not in gen.source and "turn = " not in gen.source  # no SMEM for the token
+    # the same order on an mbarrier array (turns='mbarrier', the earlier lowering)
+    mb = generate(sched, turns="mbarrier")
+    assert mb.plan.turn_kind == "mbarrier" and "bar.sync 1" not in mb.source
+    assert "mbarrier.wait(turn.index(0), ((t) & 1) ^ 1)" in mb.source  # first group: the previous round's pass
+    assert "mbarrier.wait(turn.index(1), (t) & 1)" in mb.source
+    assert mb.source.count("mbarrier.arrive(turn.index(") == 2
     assert ".slice(64, 64)" in gen.source  # mma1 reads the second half of the A slot
     single = generate(Schedule.read(SCHEDULES / "gemm_ws2.json"))
-    assert single.plan.turns == [] and "turn.index" not in single.source and "turn = " not in single.source
+    assert single.plan.turns == [] and single.plan.turn_kind is None
+    assert not any(x in single.source for x in ("turn.index", "turn = ", "turn_tok", '"bar.'))
 
 
 def test_swapping_the_consumers_swaps_the_turn_order():
@@ -110,7 +126,10 @@ def test_swapping_the_consumers_swaps_the_turn_order():
     gen = generate(mutated("ws2sub", swap))
     assert gen.plan.turns == [2, 1]
     body = gen.source.split("def partition_g2")[1].split("@gluon.jit")[0]
-    assert "mbarrier.wait(turn.index(0), ((t) & 1) ^ 1)" in body and ".slice(0, 64)" in body
+    assert '"bar.sync 15, 256;' in body and ".slice(0, 64)" in body  # group 2 now holds position 0
+    assert '"bar.arrive 15, 256;' in gen.source.split("def partition_g1")[1].split("for t in")[0]
+    mb = generate(mutated("ws2sub", swap), turns="mbarrier").source.split("def partition_g2")[1].split("@gluon.jit")[0]
+    assert "mbarrier.wait(turn.index(0), ((t) & 1) ^ 1)" in mb
 
 
 @pytest.mark.parametrize("name", KERNELS)
@@ -243,6 +262,18 @@ def test_cli_writes_the_kernel(tmp_path, capsys):
     assert main(["codegen", str(SCHEDULES / "gemm_ws1.json"), "-o", str(tmp_path / "k.py")]) == 0
     assert "2 partition(s)" in capsys.readouterr().out
     assert "def launch(a, b, c):" in (tmp_path / "k.py").read_text()
+
+
+def test_cli_turn_lowering_flags(tmp_path):
+    ws2sub = str(SCHEDULES / "gemm_ws2sub.json")
+    outs = {}
+    for flags in ([], ["--turns", "mbarrier"], ["--no-turns"]):
+        path = tmp_path / f"k{len(outs)}.py"
+        assert main(["codegen", ws2sub, "-o", str(path), *flags]) == 0
+        outs[" ".join(flags)] = path.read_text()
+    assert '"bar.sync 15, 256;' in outs[""] and "turn.index" not in outs[""]
+    assert "mbarrier.wait(turn.index(0)" in outs["--turns mbarrier"] and '"bar.' not in outs["--turns mbarrier"]
+    assert "turn.index" not in outs["--no-turns"] and '"bar.' not in outs["--no-turns"]
 
 
 def test_register_grant_replays_allocate_warp_groups():

@@ -16,9 +16,10 @@ from twill.schedule import Schedule
 
 ROOT = Path(__file__).resolve().parents[1]
 SCHEDULES = ROOT / "bench" / "codegen"
-# name -> (schedule file, tensor-core turns kept)
+# name -> (schedule file, how the tensor-core turn token is lowered: True = named barriers, the default)
 KERNELS = {"opt": ("fa_opt", True), "noturn": ("fa_opt", False), "1stage": ("fa_1stage", True),
-           "split": ("fa_split", True)}
+           "split": ("fa_split", True), "mbar": ("fa_opt", "mbarrier")}
+FP_PIPES = re.compile(r"^(@!?P\d+\s+)?(FADD|FMUL|FFMA|FMNMX|MUFU|F2FP|SHFL)\b")  # SASS of register ops
 
 
 def sched_of(name: str) -> Schedule:
@@ -59,14 +60,15 @@ def test_source_carries_values_across_the_stage_boundary():
     assert "max0_p1 = max0  # keep max0 of iteration t - 1" in g1  # alpha reads the previous max
     assert "alpha0 = gl.exp2(max0_p1 - max0)" in g1
     assert "o0, cast0, s0 = warpgroup_mma_wait(0, deps=(o0, cast0, s0,))" in g1  # P kept alive until P·V retires
-    assert "mbarrier.wait(turn.index(0), ((t - 1) & 1) ^ 1)" in g1 and "mbarrier.arrive(turn.index(1))" in g1
+    assert '"bar.sync 15, 256;' in g1 and '"bar.arrive 14, 256;' in g1  # the turn token on named barriers
     assert "q_row + 64" in body(src, 2)  # sub-tile 1 writes the second half of the Q tile's rows
     assert "launch(q, k, v, o, sm_scale)" in src
 
 
 def test_no_turns_and_one_stage_differ_where_their_schedules_do():
     opt, noturn, one = gen_of("opt"), gen_of("noturn"), gen_of("1stage")
-    assert noturn.plan.turns == [] and "turn.index" not in noturn.source
+    assert noturn.plan.turns == [] and "turn.index" not in noturn.source and '"bar.' not in noturn.source
+    assert noturn.plan.deferred == opt.plan.deferred  # rule 12 follows the schedule's windows, token or not
     assert re.sub(r"turn|#.*", "", opt.source) != re.sub(r"turn|#.*", "", noturn.source)
     assert one.plan.turns == [1, 2, 1, 2]  # Q·Kᵀ and P·V windows alternate between the consumers
     assert all(p.depth == 0 for p in one.plan.partitions)
@@ -124,3 +126,100 @@ def test_without_the_cut_ptxas_serializes_the_wgmmas(monkeypatch):
     assert all(p.cut == 0 for p in gen.plan.partitions)
     c = compile_generated(gen.source, gen.plan.frame, "twill_test_fa_uncut")
     assert "C7511" in c.ptxas_log
+
+
+# ---- rule 12 and the named-barrier token ---------------------------------------------------------
+def loop_of(src: str, group: int) -> str:
+    return body(src, group).split("for t in range(")[1].split("\n    # epilogue")[0]
+
+
+def test_register_work_inside_a_window_follows_its_last_wgmma():
+    """rowsum starts between a consumer's P·V and Q·Kᵀ issues in the schedule (offsets 664 < 1105 < 1176);
+    nothing in the window reads it, so it is emitted after the window's last issue and turn pass, and the
+    retire that issue triggers comes after it, still in the same step."""
+    sched = sched_of("opt")
+    plan = gen_of("opt").plan
+    assert sched.op("pv0").offset < sched.op("rowsum0").offset < sched.op("qk0").offset
+    assert plan.deferred == {"rowsum0": "qk0", "rowsum1": "qk1"}
+    g1 = next(p for p in plan.partitions if p.group == 1)
+    assert g1.ops == ("alpha0", "rescale0", "cast0", "pv0", "qk0", "rowsum0", "rowmax0", "max0", "exp0")
+    loop = loop_of(gen_of("opt").source, 1)
+    at = [loop.index(x) for x in ("o0 = warpgroup_mma(", "s0 = warpgroup_mma(", '"bar.arrive 14', "rowsum0 = ",
+                                  "= warpgroup_mma_wait(", "rowmax0 = ")]
+    assert at == sorted(at)
+    # register ops that feed the window's wgmmas stay before them; single-wgmma windows defer nothing
+    assert gen_of("1stage").plan.deferred == {} and gen_of("split").plan.deferred == {}
+
+
+def test_named_barrier_turns_pass_exactly_once_per_round():
+    """Named barriers count arrivals (no phases): each barrier must get one arrive per sync. Position k
+    syncs on barrier 15 - k; the group before it arrives there once per round, the last position's group
+    once more before its prologue (round -1, which the mbarrier form got from a fresh barrier's parity)."""
+    for name, positions in (("opt", 2), ("1stage", 4)):
+        gen = gen_of(name)
+        plan = gen.plan
+        assert [plan.turn_barrier(k)[0] for k in range(positions)] == [15 - k for k in range(positions)]
+        for k, w in enumerate(plan.windows):
+            before = plan.windows[k - 1]
+            bar, threads = plan.turn_barrier(k)
+            assert threads == 32 * 4 * 2  # both consumers have 4 warps
+            loops = {g: loop_of(gen.source, g) for g in (1, 2)}
+            assert loops[w.group].count(f'"bar.sync {bar}, {threads};') == 1
+            assert loops[before.group].count(f'"bar.arrive {bar}, {threads};') == 1
+        last = plan.windows[-1].group
+        head = body(gen.source, last).split("# prologue")[0].split("for t in range(")[0]
+        assert head.count(f'"bar.arrive {plan.turn_barrier(0)[0]}, ') == 1
+        assert "bar." not in body(gen.source, plan.windows[0].group).split("# prologue")[0].split("for t in")[0]
+
+
+def test_too_many_turns_for_the_named_barriers_are_refused(monkeypatch):
+    import twill.codegen.plan as plan_mod
+
+    monkeypatch.setattr(plan_mod, "NAMED_BARRIERS", 7)  # 4 turns would take ids 3..6, Triton's 0..3 meet them
+    with pytest.raises(CodegenError, match="named barriers 3..6, which meet Triton's own"):
+        gen_of("1stage")
+    assert generate(sched_of("1stage"), turns="mbarrier").plan.turn_kind == "mbarrier"
+    with pytest.raises(CodegenError, match="unknown turn lowering"):
+        generate(sched_of("opt"), turns="semaphore")
+
+
+def test_named_barrier_ids_stay_clear_of_tritons(compiled):
+    """Triton gives its partitions named barriers 0, 1 and 2 + i; the token's ids are all above them."""
+    for name in ("opt", "1stage"):
+        _, gen, c = compiled[name]
+        ours = {int(b) for b in re.findall(r"bar\.(?:sync|arrive) (\d+), \d+;", c.ptx)}
+        assert ours == {gen.plan.turn_barrier(k)[0] for k in range(len(gen.plan.windows))}
+        theirs = {int(b) for b in re.findall(r"(?:bar\.sync|barrier\.sync)\s+(\d+)(?:, \d+)?;", c.ptx)} - ours
+        assert theirs and max(theirs) < min(ours) and max(theirs) <= len(gen.plan.partitions)
+    _, mb, c = compiled["mbar"]
+    assert mb.plan.turn_kind == "mbarrier" and not re.search(r"bar\.(sync|arrive) 1[0-5],", c.ptx)
+
+
+def test_the_window_first_wgmma_goes_out_back_to_back(compiled):
+    """What rule 12 is for, read in the SASS: in each consumer's steady loop the P·V wgmma (RS: A from
+    registers, the first of its window) is 8 HGMMAs with no register-op instruction between them."""
+    from twill.codegen.compile import disassemble, loop_wgmmas
+
+    for name in ("opt", "mbar", "noturn"):
+        loops = loop_wgmmas(disassemble(compiled[name][2].cubin))
+        assert len(loops) == 2, name  # the two consumers' loops (the loader has no wgmma)
+        for wgmmas in loops:
+            pv = [g for g in wgmmas if re.search(r"HGMMA\S* R\d+, R\d+, gdesc", g[0])]
+            assert len(pv) == 1 and sum("HGMMA" in t for t in pv[0]) == 8
+            assert not [t for t in pv[0] if FP_PIPES.match(t)], (name, pv[0])
+
+
+def test_without_rule_12_ptxas_spreads_the_row_sum_through_the_pv_issue(monkeypatch):
+    """The counter-test: keep rowsum between the two issues (the schedule's order) and ptxas puts its
+    FADDs among the P·V HGMMAs in both consumer loops."""
+    pytest.importorskip("triton", minversion="3.6")
+    import twill.codegen.plan as plan_mod
+    from twill.codegen.compile import compile_generated, disassemble, loop_wgmmas
+
+    monkeypatch.setattr(plan_mod, "_defer_window_work", lambda *args: {})
+    gen = gen_of("opt")
+    assert gen.plan.deferred == {} and "pv0', 'rowsum0', 'qk0" in repr(gen.plan.partitions)
+    c = compile_generated(gen.source, gen.plan.frame, "twill_test_fa_nodefer")
+    for wgmmas in loop_wgmmas(disassemble(c.cubin)):
+        pv = next(g for g in wgmmas if re.search(r"HGMMA\S* R\d+, R\d+, gdesc", g[0]))
+        assert sum(1 for t in pv if t.startswith("FADD")) >= 16

@@ -403,7 +403,7 @@ def cmd_codegen(args: argparse.Namespace) -> int:
     """Write the Gluon kernel of a schedule; --check also compiles it for sm_90a (no GPU needed)."""
     from twill.codegen import generate_file
 
-    gen = generate_file(args.schedule, args.output, turns=not args.no_turns)
+    gen = generate_file(args.schedule, args.output, turns=False if args.no_turns else args.turns)
     plan = gen.plan
     parts = ", ".join(f"g{p.group}{'*' if p.default else ''} {p.warps}w" for p in plan.partitions)
     print(f"wrote {args.output}: {len(plan.partitions)} partition(s) ({parts}; * = default), "
@@ -672,6 +672,9 @@ def build_parser() -> argparse.ArgumentParser:
                    "registers and spills")
     p.add_argument("--no-turns", action="store_true", help="ablation: leave out the token that makes groups take "
                    "tensor-core turns in the schedule's order (the schedule's windows are then not enforced)")
+    p.add_argument("--turns", choices=("named", "mbarrier"), default="named",
+                   help="how the turn token is lowered: hardware named barriers (bar.sync/bar.arrive, the default) "
+                   "or an mbarrier array in SMEM")
     p.set_defaults(func=cmd_codegen)
 
     p = sub.add_parser("calibrate", help="measure this GPU with the bench/gpu microbenchmarks and write an arch TOML")

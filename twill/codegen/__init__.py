@@ -23,9 +23,11 @@ class Generated:
     plan: Plan
 
 
-def generate(sched: Schedule, name: str = "", turns: bool = True) -> Generated:
-    """Plan (refusing what cannot be lowered faithfully) and emit the kernel module of ``sched``;
-    ``turns=False`` is the ablation without the tensor-core turn token."""
+def generate(sched: Schedule, name: str = "", turns: bool | str = True) -> Generated:
+    """Plan (refusing what cannot be lowered faithfully) and emit the kernel module of ``sched``.
+
+    ``turns``: the tensor-core turn token on hardware named barriers (``True`` or 'named', the
+    default), on an mbarrier array ('mbarrier'), or left out (``False``: an ablation)."""
     from twill.validate import problem_for, validate
 
     problem = problem_for(sched)
@@ -38,7 +40,7 @@ def generate(sched: Schedule, name: str = "", turns: bool = True) -> Generated:
     return Generated(emit_source(plan, name), plan)
 
 
-def generate_file(schedule_path: str | Path, out: str | Path, turns: bool = True) -> Generated:
+def generate_file(schedule_path: str | Path, out: str | Path, turns: bool | str = True) -> Generated:
     g = generate(Schedule.read(schedule_path), Path(schedule_path).name, turns)
     Path(out).write_text(g.source, encoding="utf-8")
     return g

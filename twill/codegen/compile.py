@@ -20,7 +20,7 @@ from types import ModuleType
 from twill.codegen.frames import Frame
 from twill.codegen.plan import CodegenError
 
-__all__ = ["Compiled", "load_module", "compile_generated"]
+__all__ = ["Compiled", "load_module", "compile_generated", "disassemble", "loop_wgmmas"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,3 +94,59 @@ def compile_generated(source: str, frame: Frame, name: str = "twill_generated") 
         requested_regs=_ints(r"requestedRegisters = array<i32: ([\d, ]+)>", ttgir),
         setmaxnreg=tuple(int(x) for x in re.findall(r"setmaxnreg\.(?:inc|dec)\.sync\.aligned\.u32\s+(\d+);", ptx)),
     )
+
+
+def disassemble(cubin: bytes) -> str:
+    """SASS of a cubin by the ``nvdisasm`` bundled with Triton (runs without a GPU)."""
+    import triton
+
+    tool = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "nvdisasm"
+    with tempfile.TemporaryDirectory() as d:
+        f = Path(d) / "k.cubin"
+        f.write_bytes(cubin)
+        out = subprocess.run([str(tool), "-c", str(f)], capture_output=True, text=True, check=True)
+    return out.stdout
+
+
+_INSTR = re.compile(r"^\s*/\*([0-9a-f]+)\*/\s+(.*?)\s*;")
+_LABEL = re.compile(r"^\s*(\.L_x_\d+):")
+_BRANCH = re.compile(r"^@!?P\d+\s+BRA\s+`\((\.L_x_\d+)\)")
+
+
+def loop_wgmmas(sass: str) -> list[list[list[str]]]:
+    """The wgmmas of every loop of a kernel, as SASS: for each loop (a predicated branch back to a
+    label, spanning at least one HGMMA), its wgmmas in order, each the instructions from its first
+    HGMMA to its last (the one that commits the group, ``gsb0``)."""
+    instrs: list[tuple[int, str]] = []
+    labels: dict[str, int] = {}
+    pending: list[str] = []
+    for line in sass.splitlines():
+        m = _LABEL.match(line)
+        if m:
+            pending.append(m.group(1))
+            continue
+        m = _INSTR.match(line)
+        if m:
+            addr = int(m.group(1), 16)
+            for name in pending:
+                labels[name] = addr
+            pending = []
+            instrs.append((addr, m.group(2)))
+    loops = []
+    for addr, text in instrs:
+        m = _BRANCH.match(text)
+        if not m or labels.get(m.group(1), addr) >= addr:
+            continue
+        body = [t for a, t in instrs if labels[m.group(1)] <= a <= addr]
+        groups, cur = [], None
+        for t in body:
+            if "HGMMA" in t and cur is None:
+                cur = []
+            if cur is not None:
+                cur.append(t)
+                if "HGMMA" in t and "gsb0" in t:
+                    groups.append(cur)
+                    cur = None
+        if groups:
+            loops.append(groups)
+    return loops

@@ -165,7 +165,9 @@ class _Body:
             return spec.a + ("" if spec.a_rows is None else f".slice({spec.a_rows[0]}, {spec.a_rows[1]})")
         return T.ring_view(spec.a, self.plan.rings[spec.a].copies, spec.a_rows, False, j)
 
-    def mma(self, op: str, j: T.Iter, depth: int) -> None:
+    def mma(self, op: str, j: T.Iter, depth: int, hold: bool = False) -> None:
+        """Issue ``op`` of iteration ``j`` (data and turn waits first, the turn pass after); ``hold``:
+        leave the retires it triggers to the caller (rule 12: register ops deferred behind it come first)."""
         plan, sched = self.plan, self.plan.schedule
         spec = plan.mmas[op]
         o = sched.op(op)
@@ -185,7 +187,12 @@ class _Body:
         order = f"windows {[(w.group, list(w.ops)) for w in plan.windows]} take tensor-core turns in start order"
         if win is not None and op == win.first:
             rnd = j.shift(win.rounds[op])
-            self.add(T.turn_wait(win.position, rnd, f"wait for group {o.group}'s turn: {order}"), depth)
+            why = f"wait for group {o.group}'s turn: {order}"
+            if plan.turn_kind == "named":
+                bar, threads = plan.turn_barrier(win.position)
+                self.add(T.named_barrier("sync", bar, threads, f"{why} (round {rnd.expr()}, named barrier)"), depth)
+            else:
+                self.add(T.turn_wait(win.position, rnd, why), depth)
             self.st.open_turns[win.position] = rnd
         a = self._operand_a(op, spec, j, depth)
         b = T.ring_view(spec.b, plan.rings[spec.b].copies, None, spec.b_permute, j)
@@ -200,7 +207,8 @@ class _Body:
         self.st.inflight.append((op, j))
         if win is not None and op == win.last:
             self.pass_turn(win, j.shift(win.rounds[op]), depth)
-        self.after(op, j, depth)
+        if not hold:
+            self.after(op, j, depth)
 
     def pass_turn(self, win, rnd: T.Iter, depth: int) -> None:
         nxt = self.plan.windows[(win.position + 1) % len(self.plan.windows)]
@@ -208,7 +216,14 @@ class _Body:
         if not rnd.base and rnd.off < 0:
             return  # a round before the first: its window never opened
         pred = f"{rnd.expr()} >= 0" if rnd.base and rnd.min < 0 else None
-        self.add(T.turn_pass(win.position, len(self.plan.windows), why, pred), depth)
+        if self.plan.turn_kind == "named":
+            bar, threads = self.plan.turn_barrier(nxt.position)
+            if pred:
+                self.add(f"if {pred}:  # a round before the first never opened: nothing to pass", depth)
+                depth += 1
+            self.add(T.named_barrier("arrive", bar, threads, f"{why} (round {rnd.expr()})"), depth)
+        else:
+            self.add(T.turn_pass(win.position, len(self.plan.windows), why, pred), depth)
         self.st.open_turns.pop(win.position, None)
 
     def after(self, op: str, j: T.Iter, depth: int) -> None:
@@ -260,15 +275,32 @@ class _Body:
                                                             f"group {ch.producer}), the last reader group "
                                                             f"{self.part.group} issues"), depth)
 
-    def op(self, op: str, j: T.Iter, depth: int) -> None:
+    def op(self, op: str, j: T.Iter, depth: int, hold: bool = False) -> None:
         kind = self.plan.kind(op)
         if kind == "tma_load":
             self.load(op, j, depth)
         elif kind == "wgmma":
-            self.mma(op, j, depth)
+            self.mma(op, j, depth, hold)
         else:
             self.compute(op, j, depth)
             self.after(op, j, depth)
+
+    def step(self, items: list[tuple[str, T.Iter]], depth: int) -> None:
+        """One loop step (or peeled step): ``items`` in the partition's order. The retires that a
+        window's last wgmma triggers wait until the register ops deferred behind it (rule 12) that
+        this step also runs are emitted."""
+        here = {op for op, _ in items}
+        held: dict[str, tuple[T.Iter, set[str]]] = {}
+        for op, j in items:
+            followers = {x for x, v in self.plan.deferred.items() if v == op and x in here}
+            self.op(op, j, depth, hold=bool(followers))
+            if followers:
+                held[op] = (j, followers)
+            for v, (jv, rest) in list(held.items()):
+                rest.discard(op)
+                if not rest:
+                    del held[v]
+                    self.after(v, jv, depth)
 
 
 def _next_top(st: _State, S: int) -> _State:
@@ -285,8 +317,7 @@ def _steady_state(b: _Body, entry: _State) -> _State:
         state = entry
         for _ in range(2):
             b.lines, b.st = [], state.rebase(lambda j: j)
-            for op in b.part.ops:
-                b.op(op, T.Iter("t", -b.part.stage[op], S), 2)
+            b.step([(op, T.Iter("t", -b.part.stage[op], S)) for op in b.part.ops], 2)
             state = _next_top(b.st, S)
         return state
     finally:
@@ -304,6 +335,13 @@ def _emit_partition(plan: Plan, part: Partition, depth: dict[str, int], check: b
         spec = plan.mmas[op]
         b.add(f"{spec.acc}_layout: gl.constexpr = {T.acc_layout(part.warps, spec.acc_shape[1])}  # wgmma accumulator "
               f"over group {part.group}'s {part.warps} warps")
+    if plan.turn_kind == "named" and any(w.group == part.group for w in plan.windows):
+        b.add(T.turn_token(part.warps))
+        last = plan.windows[-1]
+        if last.group == part.group:  # position 0's first round waits for the round before it: pass that now
+            bar, threads = plan.turn_barrier(0)
+            b.add(T.named_barrier("arrive", bar, threads, f"pass round -1 to group {plan.windows[0].group}: the "
+                                  "first window of the first round opens on it"))
     for op in part.ops:
         spec = plan.mmas.get(op)
         if spec is not None and spec.acc_from is None:
@@ -321,10 +359,7 @@ def _emit_partition(plan: Plan, part: Partition, depth: dict[str, int], check: b
         b.add(f"{plan.var(op)} = {init}")
     for p in range(S):
         b.add(f"# prologue step {p}: ops with stage offset <= {p} (stage peeling, depth {S})")
-        for op in part.ops:
-            s = part.stage[op]
-            if s <= p:
-                b.op(op, T.Iter("", p - s, 0), 1)
+        b.step([(op, T.Iter("", p - part.stage[op], 0)) for op in part.ops if part.stage[op] <= p], 1)
     entry = b.st.rebase(lambda j: T.Iter("t", j.off - S, S) if not j.base else j)
     steady = _steady_state(b, entry)
     for var in sorted(steady.tokens - entry.tokens):
@@ -336,8 +371,7 @@ def _emit_partition(plan: Plan, part: Partition, depth: dict[str, int], check: b
     b.st, steady_sig = steady.rebase(lambda j: j), steady.signature()
     b.assigned, b.top_reads = set(), set()
     b.add(f"for t in range({S}, {b.n}):  # steady state: every op, op of stage offset s works on iteration t - s")
-    for op in part.ops:
-        b.op(op, T.Iter("t", -part.stage[op], S), 2)
+    b.step([(op, T.Iter("t", -part.stage[op], S)) for op in part.ops], 2)
     if check and _next_top(b.st, S).signature() != steady_sig:
         raise CodegenError(f"codegen: group {part.group}'s steady state is not periodic")
     # what a step reads before rebinding it must be what the prologue left there
@@ -355,10 +389,7 @@ def _emit_partition(plan: Plan, part: Partition, depth: dict[str, int], check: b
         if need:
             b.add(f"if {b.n} + {e} >= {S}:  # short trip counts: the prologue already ran these steps")
             depth_ = 2
-        for op in part.ops:
-            s = part.stage[op]
-            if s > e:
-                b.op(op, T.Iter(b.n, e - s, 1), depth_)
+        b.step([(op, T.Iter(b.n, e - part.stage[op], 1)) for op in part.ops if part.stage[op] > e], depth_)
     for pos in sorted(b.st.open_turns):
         win = plan.windows[pos]
         b.pass_turn(win, b.st.open_turns[pos], 1)
@@ -422,7 +453,7 @@ def _kernel(plan: Plan, name: str, args: list[str]) -> list[str]:
         if ch.cross:
             lines.append(f"{IND * 2}mbarrier.init({ch.name}_empty.index(i), count={len(ch.reader_groups)})"
                          f"  # one release per reader group")
-    if plan.turns:
+    if plan.turn_kind == "mbarrier":
         lines.append(f"{IND}turn = gl.allocate_shared_memory(gl.int64, [{len(plan.turns)}, 1], mbarrier.MBarrierLayout())"
                      f"  # tensor-core turns of groups {plan.turns} (disjoint TC windows in the schedule)")
         lines.append(f"{IND}for i in gl.static_range({len(plan.turns)}):")
@@ -454,7 +485,7 @@ def emit_source(plan: Plan, schedule_name: str = "") -> str:
         args.append(f"{ch.name}_full")
         if ch.cross:
             args.append(f"{ch.name}_empty")
-    if plan.turns:
+    if plan.turn_kind == "mbarrier":
         args.append("turn")
     args += list(frame.scalars())
     launch = {"num_warps": plan.default.warps}
@@ -481,7 +512,8 @@ def emit_source(plan: Plan, schedule_name: str = "") -> str:
         "",
         f"SCHEDULE = {{'file': {schedule_name!r}, 'program': {sched.program!r}, 'arch': {sched.arch!r}, "
         f"'status': {sched.status!r}, 'ii': {sched.ii}, "
-        f"'groups': {[(x.id, x.warps, x.regs_per_thread) for x in sched.groups]}, 'turns': {plan.turns}}}",
+        f"'groups': {[(x.id, x.warps, x.regs_per_thread) for x in sched.groups]}, 'turns': {plan.turns}, "
+        f"'turn_kind': {plan.turn_kind!r}}}",
         f"PARAMS = {dict(sched.body.params)!r}",
         f"STAGES = {sched.stages}",
         f"RINGS = {{{', '.join(f'{r.op!r}: {r.copies}' for r in plan.rings.values())}}}",

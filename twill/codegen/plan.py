@@ -18,10 +18,12 @@ from twill.ir import Carrier
 from twill.problem import Problem
 from twill.schedule import Schedule
 
-__all__ = ["CodegenError", "Ring", "Channel", "Partition", "MmaWait", "Turn", "Plan", "make_plan"]
+__all__ = ["CodegenError", "Ring", "Channel", "Partition", "MmaWait", "Turn", "Plan", "make_plan", "TURN_KINDS"]
 
 MAX_PARTITIONS = 15  # named barrier ids 0 and 1 are taken; 2 + i per worker up to 16 (codegen.md §1.3)
 BARRIER_BYTES = 8
+NAMED_BARRIERS = 16  # hardware named barriers per CTA (bar.sync / bar.arrive ids 0..15)
+TURN_KINDS = ("named", "mbarrier")  # how the tensor-core turn token is lowered (rule 9)
 
 
 class CodegenError(TwillError):
@@ -105,6 +107,9 @@ class Plan:
     smem_bytes: int
     windows: list[Turn] = field(default_factory=list)  # tensor-core turn order (empty: no turn-taking)
     releasers: dict[tuple[int, str], str] = field(default_factory=dict)  # (group, channel) -> the op that releases
+    tc_windows: list[Turn] = field(default_factory=list)  # the schedule's TC windows, token or not (rule 12)
+    turn_kind: str | None = None  # 'named' (bar.sync/bar.arrive), 'mbarrier', or None (no token)
+    deferred: dict[str, str] = field(default_factory=dict)  # register op -> the wgmma it is emitted after (rule 12)
 
     @property
     def turns(self) -> list[int]:
@@ -113,6 +118,14 @@ class Plan:
 
     def window_of(self, op: str) -> Turn | None:
         return next((w for w in self.windows if op in w.ops), None)
+
+    def turn_barrier(self, position: int) -> tuple[int, int]:
+        """Named barrier (id, threads) of turn ``position``: the group of that position syncs on it and the
+        group of the position before arrives, so ``threads`` counts the warps of both. Ids are taken from 15
+        down, above the ones Triton gives its partitions (0, 1 and 2 + i per worker)."""
+        warps = {p.group: p.warps for p in self.partitions}
+        before = self.windows[position - 1].group
+        return NAMED_BARRIERS - 1 - position, 32 * (warps[self.windows[position].group] + warps[before])
 
     def var(self, op: str) -> str:
         """The variable holding ``op``'s value: an MMA's accumulator, else the frame's name."""
@@ -314,6 +327,44 @@ def _turns(sched: Schedule, problem: Problem) -> list[Turn]:
     return [Turn(i, g, ops, rounds) for i, (_, g, ops, rounds) in enumerate(out)]
 
 
+def _defer_window_work(problem: Problem, partitions: list[Partition], windows: list[Turn]) -> dict[str, str]:
+    """Rule 12: a tensor-core window's wgmmas go out back to back.
+
+    In the schedule a window's wgmma issues are instants and its register ops run beside the tensor
+    cores; in the kernel ptxas spreads the instructions of a register op placed between two wgmma
+    issues among the HGMMAs of the first, and the warp, issuing in order, leaves the tensor cores idle
+    while it works through them. So a register op that the schedule starts between the first and the
+    last wgmma of one of its group's windows (in the loop body's order), and that no later wgmma of
+    the window reads within the step, is emitted right after the window's last wgmma (and its turn
+    pass). A retire placed right after that wgmma is emitted behind the deferred ops of the same loop
+    step (the schedule starts them before the wgmma's result is due too). Reorders the partitions'
+    ops in place and returns {deferred op: the wgmma it now follows}."""
+    moved: dict[str, str] = {}
+    for p in partitions:
+        order = list(p.ops)
+        for w in windows:
+            if w.group != p.group:
+                continue
+            first, last = order.index(w.first), order.index(w.last)
+            if first >= last:  # the window straddles the loop cut: no op lies between its issues here
+                continue
+            inside = order[first + 1:last]
+            keep = set(w.ops)
+            for op in reversed(inside):  # an op feeding a kept op (same step, registers) is kept too
+                if any(e.src == op and e.dst in keep and e.distance == 0 and e.carrier == Carrier.REGISTERS
+                       for e in problem.edges):
+                    keep.add(op)
+            later = [op for op in inside if op not in keep and _kind(problem, op) == "reg"]
+            if not later:
+                continue
+            order = [op for op in order if op not in later]
+            at = order.index(w.last) + 1
+            order[at:at] = later
+            moved.update({op: w.last for op in later})
+        p.ops = tuple(order)
+    return moved
+
+
 def _waits(sched: Schedule, problem: Problem) -> dict[str, MmaWait]:
     """Where each wgmma is retired, from the schedule's times: right after the last op of its group
     (a wgmma or a register op; loads never wait) that the schedule starts before the result is
@@ -442,8 +493,14 @@ def _check_values(problem: Problem, frame: Frame, partitions: list[Partition]) -
             frame.compute(o, lambda *_: "x")  # the frame knows the op (raises TwillError if not)
 
 
-def make_plan(sched: Schedule, problem: Problem, frame: Frame | None = None, turns: bool = True) -> Plan:
-    """The lowering plan of ``sched``, or ``CodegenError`` naming the first fact that cannot be lowered."""
+def make_plan(sched: Schedule, problem: Problem, frame: Frame | None = None, turns: bool | str = True) -> Plan:
+    """The lowering plan of ``sched``, or ``CodegenError`` naming the first fact that cannot be lowered.
+
+    ``turns``: how the tensor-core turn token is lowered: 'named' (the default, also ``True``: hardware
+    named barriers), 'mbarrier' (an mbarrier array in SMEM), or ``False`` (no token: an ablation)."""
+    kind = "named" if turns is True else (turns or None)
+    if kind is not None and kind not in TURN_KINDS:
+        raise CodegenError(f"codegen: unknown turn lowering {turns!r} (have {', '.join(TURN_KINDS)})")
     arch = problem.arch
     if arch.feature("accumulator") != "registers" or arch.feature("mma_issuer") != "warpgroup":
         raise CodegenError(f"codegen: arch {arch.name} issues MMAs by {arch.feature('mma_issuer')} into "
@@ -464,12 +521,20 @@ def make_plan(sched: Schedule, problem: Problem, frame: Frame | None = None, tur
     mmas = {o.id: frame.mma(o.id) for o in sched.ops if _kind(problem, o.id) == "wgmma"}
     _check_operands(problem, frame, rings, mmas)
     channels = _channels(sched, rings)
-    windows = _turns(sched, problem) if turns else []
+    tc_windows = _turns(sched, problem)
+    deferred = _defer_window_work(problem, partitions, tc_windows)
+    windows = tc_windows if kind else []
     staging = sum(s[4] for s in frame.staging())
     smem = sum(r.copies * r.slot_bytes for r in rings.values()) + staging + \
-        sum(BARRIER_BYTES * c.copies * (2 if c.cross else 1) for c in channels) + BARRIER_BYTES * len(windows)
+        sum(BARRIER_BYTES * c.copies * (2 if c.cross else 1) for c in channels) + \
+        BARRIER_BYTES * len(windows) * (kind == "mbarrier")
     plan = Plan(sched, problem, frame, partitions, rings, channels, waits, mmas, None, smem, windows=windows,
-                releasers=_releasers(sched, partitions, channels))
+                releasers=_releasers(sched, partitions, channels), tc_windows=tc_windows,
+                turn_kind=kind if windows else None, deferred=deferred)
+    if plan.turn_kind == "named" and NAMED_BARRIERS - len(windows) <= len(partitions):
+        raise CodegenError(f"codegen: {len(windows)} tensor-core turns need named barriers {NAMED_BARRIERS - len(windows)}"
+                           f"..{NAMED_BARRIERS - 1}, which meet Triton's own (0 to {len(partitions)}); lower the turns "
+                           "with mbarriers")
     cap = problem.arch.limit("smem_bytes_per_cta")
     if smem > cap:
         raise CodegenError(f"codegen: rings, staging and barriers need {smem} B of SMEM; the CTA has {cap} B")

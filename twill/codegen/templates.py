@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 __all__ = ["Iter", "slot", "phase", "wait_empty", "expect", "tma_load", "wait_full", "wgmma", "wgmma_wait",
-           "release", "acc_layout", "turn_wait", "turn_pass", "ring_view"]
+           "release", "acc_layout", "turn_wait", "turn_pass", "ring_view", "named_barrier", "turn_token"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,6 +88,22 @@ def turn_wait(position: int, j: Iter, why: str) -> str:
 
 def turn_pass(position: int, count: int, why: str, pred: str | None = None) -> str:
     return f"mbarrier.arrive(turn.index({(position + 1) % count}){_pred(pred)})  # {why}"
+
+
+def turn_token(warps: int) -> str:
+    """One int32 per thread of a ``warps``-warp partition: the operand that makes an inline-asm
+    statement run exactly once in every thread (named barriers count threads)."""
+    return (f"turn_tok = gl.full([{32 * warps}], 0, gl.int32, gl.BlockedLayout([1], [32], [{warps}], [0]))"
+            "  # one element per thread: a named-barrier statement runs once in every thread")
+
+
+def named_barrier(op: str, bar: int, threads: int, why: str) -> str:
+    """``bar.sync`` (wait until ``threads`` threads have arrived, these included) or ``bar.arrive``
+    (count these threads, do not wait) on hardware named barrier ``bar``: no SMEM, no polling, and no
+    partition-wide ``bar.sync`` before the arrival (an mbarrier arrive from one thread needs one)."""
+    assert op in ("sync", "arrive")
+    return (f'gl.inline_asm_elementwise("bar.{op} {bar}, {threads};\\n\\tmov.b32 $0, $1;", "=r,r", [turn_tok], '
+            f"dtype=gl.int32, is_pure=False, pack=1)  # {why}")
 
 
 def wgmma_wait(values: list[str], depth: int, why: str) -> str:

@@ -139,6 +139,14 @@ def cmd_show(args: argparse.Namespace) -> int:
     joint, why = bound_and_reason(p, SolveOptions(), b)
     if joint > b.mii:
         print(f"joint problem (warp groups and memories): II >= {joint}; {why}")
+    from twill.bounds import sequential_ii
+    from twill.solver.run import Work
+    from twill.solver.structure import structure_floor
+
+    # a few CP-SAT probes of the structure relaxation (docs/design.md §3.1b), 5 units at most
+    floor = structure_floor(p, SolveOptions(workers=1), joint, sequential_ii(p), Work.starting_now(60.0, 5.0))
+    if floor is not None and floor.ii > joint:
+        print(floor.sentence() + ("" if floor.decided else " (probes cut short: it may lie higher)"))
     return 0
 
 

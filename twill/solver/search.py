@@ -63,6 +63,8 @@ EARLY_DESCENT = Budget(share=1 / 10, at_least=3.0, attempt=1.0)  # the descent b
 STALL = 1.0  # units: a secondary objective stops after a slice this long that did not improve it
 # II targets, as multiples of the floor, at which the structure relaxation proposes a grouping for IMS
 TARGETS = (1.0, 1.05, 1.1, 1.2, 1.35, 1.5, 1.75, 2.0, 2.5, 3.0)
+PROPOSALS = 24  # distinct proposed groupings IMS is run under, at most
+STRUCTURED = Budget(share=1 / 8, at_least=2.0)  # all the proposals together
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,44 +149,40 @@ def _structure_floor(ctx: Context, lb: int, why: str, cap: int) -> tuple[int, st
 
 
 def _structured(ctx: Context, lb: int, best: Schedule | None) -> Schedule | None:
-    """A better first schedule: Rau's IMS under the groupings the structure relaxation proposes,
-    one per group count (the fewest hand-offs at the least target II of ``TARGETS`` x the floor
-    that admits that many groups); the best validated one below ``best``, or None. The proposals
-    and IMS are deterministic, so this is too (unless the wall-clock cap cuts it)."""
+    """A better first schedule: Rau's IMS under the groupings the structure relaxation proposes at
+    II targets from the floor up (``TARGETS``), at each target one per group count (the fewest
+    hand-offs with that many groups), at most ``PROPOSALS`` distinct groupings; the best validated
+    schedule below ``best``, or None. Larger targets admit other packings, which is where IMS often
+    succeeds when the tightest one overflows a memory. The proposals and IMS are deterministic, so
+    this is too (unless the wall-clock cap cuts it)."""
     p, o = ctx.problem, ctx.options
     if not _heuristics_apply(o):
         return None
     found: Schedule | None = None
     tried: set[tuple[int, ...]] = set()
-    for count in range(1, min(o.max_groups, len(p.ops)) + 1):
-        groups = _proposal(ctx, lb, count, found or best)
-        if groups is None:
-            continue
-        labels = hints.first_use_labels(p, groups)
-        key = tuple(labels[groups[op.name]] for op in p.ops)
-        if key in tried:
-            continue
-        tried.add(key)
-        top = found or best
-        result = iterative_modulo_schedule(p, o, groups=groups, deadline=ctx.work.deadline,
-                                           upper=None if top is None else top.ii)
-        if result.schedule is not None and not ctx.work.check_wall() and _fits(result.schedule, o):
-            found = result.schedule
-            ctx.report(f"  IMS under a proposed grouping of {count} groups: II {found.ii}")
-    return found
-
-
-def _proposal(ctx: Context, lb: int, count: int, top: Schedule | None) -> dict[str, int] | None:
-    """The structure relaxation's grouping of ``count`` groups at the least target II that admits
-    one (below ``top``'s II), or None."""
+    counts = range(1, min(o.max_groups, len(p.ops)) + 1)
+    until = ctx.work.until(STRUCTURED.units(o.work))
     for factor in TARGETS:
-        target = math.ceil(lb * factor)
-        if (top is not None and target >= top.ii) or ctx.work.left() <= 0 or ctx.work.check_wall():
-            return None
-        groups = propose_grouping(ctx.problem, ctx.options, target, ctx.work, count)
-        if groups is not None:
-            return groups
-    return None
+        for count in counts:
+            top = found or best
+            target = math.ceil(lb * factor)
+            if (top is not None and target >= top.ii) or len(tried) >= PROPOSALS or ctx.work.spent >= until \
+                    or ctx.work.left() <= 0 or ctx.work.check_wall():
+                return found
+            groups = propose_grouping(p, o, target, ctx.work, count)
+            if groups is None:
+                continue
+            labels = hints.first_use_labels(p, groups)
+            key = tuple(labels[groups[op.name]] for op in p.ops)
+            if key in tried:
+                continue
+            tried.add(key)
+            result = iterative_modulo_schedule(p, o, groups=groups, deadline=ctx.work.deadline,
+                                               upper=None if top is None else top.ii)
+            if result.schedule is not None and not ctx.work.check_wall() and _fits(result.schedule, o):
+                found = result.schedule
+                ctx.report(f"  IMS under the grouping of {count} groups proposed at II {target}: II {found.ii}")
+    return found
 
 
 def _fits(sched: Schedule, options: SolveOptions) -> bool:

@@ -47,7 +47,7 @@ __all__ = ["StructureModel", "STRUCTURE_FAMILIES", "build_structure", "structure
 
 MAX_CYCLES = 200  # dependence cycles enumerated for the hand-off recurrence family (any subset is valid)
 PROBE = Budget(share=0.0, at_least=1.0)  # one fixed-II decision of the relaxation
-PROPOSE = Budget(share=0.0, at_least=2.0)  # a grouping with the fewest hand-offs at one II
+PROPOSE = Budget(share=0.0, at_least=0.5)  # a grouping with the fewest hand-offs at one II (best found)
 
 
 @dataclass

@@ -49,7 +49,7 @@ from twill.validate import validate
 
 __all__ = ["ConstructResult", "construct_schedule"]
 
-BUDGET_RATIO = 8  # placement steps per op and II before the II grows (Rau's BudgetRatio)
+BUDGET_RATIO = 4  # placement steps per op and II before the II grows (Rau's BudgetRatio)
 MAX_PLACEMENTS = 6  # times one op may be placed in one attempt: more means two ops evict each other in turn
 MAX_CANDIDATES = 24  # cycles of the II window checked for storage before the op is forced in
 
@@ -631,28 +631,69 @@ def _height_order(plan: _Plan, ii: int) -> list[str]:
 
 def _chain_order(plan: _Plan, ii: int) -> list[str]:
     """A depth-first topological order of the iteration (distance-0 dependences): next comes a
-    ready op whose predecessor was ordered last, the highest first, so each chain of values is
-    ordered whole before the next one starts; a new chain starts at the highest ready op."""
+    ready op that the op ordered last feeds, or that one of its readers still waits for (the
+    unordered ancestors of a blocked reader, so an accumulator's correction joins the chain whose
+    MMA it closes), the highest first; a new chain starts at the highest ready op. Each chain of
+    values is thus ordered whole before the next one starts."""
     height = _heights(list(plan.names), list(plan.deps), dict.fromkeys(plan.names, 0), ii) or dict.fromkeys(plan.names, 0)
     position = {n: i for i, n in enumerate(plan.names)}
     waiting = {n: sum(1 for d in plan.preds[n] if d.distance == 0) for n in plan.names}
-    latest = dict.fromkeys(plan.names, -1)  # index in the order of the op's last ordered predecessor
+    latest = dict.fromkeys(plan.names, -1)  # when the op was last wanted by the ordered chain
     ready = {n for n in plan.names if waiting[n] == 0}
     order: list[str] = []
+    done: set[str] = set()
+
+    def want(name: str, when: int) -> None:
+        """Mark ``name`` and its unordered ancestors as wanted at ``when``."""
+        stack = [name]
+        while stack:
+            n = stack.pop()
+            if n in done or latest[n] == when:
+                continue
+            latest[n] = when
+            stack += [d.src for d in plan.preds[n] if d.distance == 0]
+
     while ready:
         v = max(ready, key=lambda n: (latest[n], height[n], -position[n]))
         ready.discard(v)
         order.append(v)
+        done.add(v)
         for d in plan.succs[v]:
             if d.distance == 0:
                 waiting[d.dst] -= 1
-                latest[d.dst] = len(order) - 1
                 if waiting[d.dst] == 0:
                     ready.add(d.dst)
+                want(d.dst, len(order) - 1)
     return order
 
 
 # -- placement ----------------------------------------------------------------------------------
+class _CachedMrt(_Mrt):
+    """``ims._Mrt`` with each resource's load profile kept until a placement on it changes: a
+    storage-aware attempt asks for the same profiles many times between two placements."""
+
+    def __init__(self, ii: int, capacity: Mapping[str, int]) -> None:
+        super().__init__(ii, capacity)
+        self._cache: dict[str, tuple[int, list[tuple[int, int, int]]]] = {}
+
+    def _profile(self, resource: str) -> tuple[int, list[tuple[int, int, int]]]:
+        if resource not in self._cache:
+            self._cache[resource] = super()._profile(resource)
+        return self._cache[resource]
+
+    def place(self, name: str, t: int, segments: Iterable[_Segment]) -> None:
+        segments = tuple(segments)
+        super().place(name, t, segments)
+        for seg in segments:
+            self._cache.pop(seg.resource, None)
+
+    def remove(self, name: str) -> None:
+        for resource, items in self.placed.items():
+            if any(item[0] == name for item in items):
+                self._cache.pop(resource, None)
+        super().remove(name)
+
+
 def _free_runs(arcs: list[tuple[int, int]], lo: int, hi: int, ii: int) -> list[tuple[int, int]] | None:
     """Maximal runs [a, b] of cycles in [lo, hi] (at most II cycles) whose residue no forbidden
     arc (residue, length) covers; None when an arc covers the whole circle."""
@@ -694,7 +735,7 @@ class _Placer:
         self.plan, self.ii, self.deadline, self.stagger = plan, ii, deadline, stagger
         self.after, self.before = paths
         self.rank = {n: i for i, n in enumerate(order)}
-        self.mrt = _Mrt(ii, plan.capacity)
+        self.mrt = _CachedMrt(ii, plan.capacity)
         self.starts: dict[str, int] = {}
         self.store = _Storage(plan, ii, self.starts)
         self.previous: dict[str, int] = {}
@@ -785,20 +826,41 @@ class _Placer:
 
     # -- placing
     def _place(self, op: str) -> str:
-        lo, hi, down = self._window(op)
-        early, late = self._bounds(op)
-        clash = early is not None and late is not None and early > late  # some neighbour must go
+        """Place ``op`` at the first cycle of its window where its units, issue slot and memories
+        fit; when only its own value's memory is in the way, free it from the readers that pin
+        it and try once more; else force it in (Rau)."""
+        found = self._scan(op)
+        if isinstance(found, tuple) and found[1] and self._unpin(op, found[0]):
+            found = self._scan(op)
+        if not isinstance(found, tuple):
+            return found
+        t, _ = found
+        if t is None:
+            lo, hi, down = self._window(op)
+            t = self._forced(op, lo, hi, down, self._arcs(op) or [])
+        return self._force(op, t)
+
+    def _arcs(self, op: str) -> list[tuple[int, int]] | None:
+        """Residue arcs where the op's units or issue slot are taken; None when all are."""
         arcs: list[tuple[int, int]] = []
-        full = False
         for seg in self.plan.segments[op]:
             bad = self.mrt.forbidden(seg)
             if bad is None:
-                full = True
-                break
+                return None
             arcs += bad
-        runs = None if full else _free_runs(arcs, lo, hi, self.ii)
+        return arcs
+
+    def _scan(self, op: str) -> str | tuple[int | None, bool]:
+        """Place ``op`` at the first candidate where everything fits ("" or why forcing it
+        failed); else (the first cycle free of unit and issue conflicts or None, whether memory
+        was what stopped it)."""
+        lo, hi, down = self._window(op)
+        early, late = self._bounds(op)
+        clash = early is not None and late is not None and early > late  # some neighbour must go
+        arcs = self._arcs(op)
+        runs = [] if arcs is None else _free_runs(arcs, lo, hi, self.ii) or []
         first = None
-        for t in self._candidates(op, runs or [], down):
+        for t in self._candidates(op, runs, down):
             over, spans = self.store.check(op, t)
             if first is None:
                 first = t
@@ -807,8 +869,28 @@ class _Placer:
                 return ""
             if not over:
                 return self._force(op, t)
-        t = first if first is not None else self._forced(op, lo, hi, down, arcs)
-        return self._force(op, t)
+        return first, first is not None
+
+    def _unpin(self, op: str, t: int) -> bool:
+        """When the op's own value is what overflows a memory at ``t`` (its inputs alone fit),
+        evict the readers already placed after it, which fix where the value ends: placed anew,
+        the op finds a place where the whole value fits, and its readers follow it there. Whether
+        anything was evicted."""
+        value = self.plan.values.get(op)
+        if value is None:
+            return False
+        self.starts[op] = t
+        try:
+            inputs = {v: self.store.span_of(v) for v in self.store.touched(op) if v != op}
+        finally:
+            del self.starts[op]
+        if self.store.overflows(inputs):
+            return False
+        pins = sorted({r.op for r in value.readers if r.op != op and r.op in self.starts},
+                      key=self.rank.__getitem__)
+        for name in pins:
+            self._evict(name)
+        return bool(pins)
 
     def _forced(self, op: str, lo: int, hi: int, down: bool, arcs: list[tuple[int, int]]) -> int:
         """Rau's forced slot: the window's scan start or, when the op was placed there before,
@@ -1010,7 +1092,7 @@ def construct_schedule(problem: Problem, options: SolveOptions | None, groups: M
     >>> p = build_problem(load_program("toy", arch), arch)
     >>> r = construct_schedule(p, None, {"S": 0, "P": 0, "O": 0})
     >>> r.schedule.ii, [o.start for o in r.schedule.ops]
-    (2, [0, 2, 3])
+    (2, [0, 1, 3])
     """
     options = options or SolveOptions()
     if options.swp_only:

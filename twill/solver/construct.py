@@ -355,7 +355,7 @@ class _Storage:
         if not value.readers:
             return s, value.latency
         end = s
-        queued: dict[int, tuple[int, int]] = {}  # group -> (least latency, summed holds) of unplaced readers
+        queued: dict[int, list[_Reader]] = {}  # group -> its unplaced readers of this iteration
         for r in value.readers:
             t = self.starts.get(r.op)
             if t is not None:
@@ -363,10 +363,11 @@ class _Storage:
                 continue
             end = max(end, s + r.latency + r.read)
             if r.distance == 0 and r.op != name:
-                least, holds = queued.get(r.group, (r.latency, 0))
-                queued[r.group] = (min(least, r.latency), holds + r.hold)
-        for least, holds in queued.values():
-            end = max(end, s + least + holds)
+                queued.setdefault(r.group, []).append(r)
+        for readers in queued.values():
+            if len(readers) > 1:  # the last one issues after the others' holds, then reads
+                holds = sum(r.hold for r in readers) - max(r.hold for r in readers)
+                end = max(end, s + min(r.latency for r in readers) + holds + min(r.read for r in readers))
         return s, end - s
 
     def touched(self, name: str) -> list[str]:

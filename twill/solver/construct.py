@@ -37,20 +37,23 @@ from __future__ import annotations
 
 import bisect
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
+from itertools import pairwise
 
 from twill.options import SolveOptions
 from twill.problem import Problem, read_time
 from twill.schedule import Schedule
 from twill.solver.assemble import Assignment, assemble, copies_needed
-from twill.solver.ims import LINEAR_STEPS, _Dep, _heights, _Mrt, _plan, _Segment
+from twill.solver.ims import _Dep, _heights, _Mrt, _plan, _Segment
 from twill.validate import validate
 
 __all__ = ["ConstructResult", "construct_schedule"]
 
 BUDGET_RATIO = 4  # placement steps per op and II before the II grows (Rau's BudgetRatio)
-MAX_PLACEMENTS = 6  # times one op may be placed in one attempt: more means two ops evict each other in turn
+LINEAR_STEPS = 2  # single-cycle steps of II before the step starts doubling (``ims`` takes 8)
+STALL_STEPS = 40  # steps without placing more ops than ever before: the evictions go round in circles
+MAX_PLACEMENTS = 12  # times one op may be placed in one attempt: more means two ops evict each other in turn
 MAX_CANDIDATES = 24  # cycles of the II window checked for storage before the op is forced in
 
 Pool = tuple[str, int]  # ("tmem", 0), ("smem", 0) or ("regs", group)
@@ -191,6 +194,7 @@ class _Plan:
     floor_ii: int  # units, issue slots and recurrences (``ims._plan``)
     registers: _Registers
     topo: tuple[str, ...]  # the ops in an order of the iteration's (distance-0) dependences
+    latency: Mapping[str, int]  # each op's result latency (Rau's heights end with it)
 
     def pool_cap(self, pool: Pool) -> float:
         """A pool's size, to compare how much of it different values take."""
@@ -235,7 +239,8 @@ def _make_plan(problem: Problem, options: SolveOptions, groups: Mapping[str, int
                  values=values, pools={k: tuple(v) for k, v in pools.items()}, groups=dict(groups),
                  tmem_cols=arch.limits["tmem_cols"].value if "tmem_cols" in arch.limits else 0,
                  smem_room=arch.limit("smem_bytes_per_cta") - problem.body.static_smem - handoffs,
-                 floor_ii=floor_ii, registers=_Registers(problem, options, needs), topo=_topological(names, deps))
+                 floor_ii=floor_ii, registers=_Registers(problem, options, needs), topo=_topological(names, deps),
+                 latency={op.name: op.latency for op in problem.ops})
 
 
 def _topological(names: tuple[str, ...], deps: list[_Dep]) -> tuple[str, ...]:
@@ -312,13 +317,65 @@ def _covers(begin: int, length: int, ii: int, r: int) -> bool:
     return length >= ii or (length > 0 and (r - begin) % ii < length)
 
 
+class _Profile:
+    """One memory's load on the II circle from the placed spans, built once per change, so that
+    "the peak if these few spans changed" costs O(changes x log pieces) (a sparse table of range
+    maxima over the load's pieces), not a sweep over every live value for every candidate cycle."""
+
+    def __init__(self, items: Iterable[tuple[int, int, int]], ii: int) -> None:
+        self.ii = ii
+        self.base, events = 0, {}
+        for begin, length, weight in items:
+            self.base += self._arcs(begin, length, weight, events)
+        self.xs = sorted(set(events) | {0})
+        loads, run = [], 0
+        for x in self.xs:
+            run += events.get(x, 0)
+            loads.append(run)
+        self.table = [loads]
+        while 2 ** len(self.table) <= len(loads):
+            prev, half = self.table[-1], 2 ** (len(self.table) - 1)
+            self.table.append([max(prev[i], prev[i + half]) for i in range(len(prev) - half)])
+
+    def _arcs(self, begin: int, length: int, weight: int, events: dict[int, int]) -> int:
+        """Add the interval's partial turn to ``events``; its full turns, a constant, returned."""
+        ii = self.ii
+        turns, rest = divmod(length, ii)
+        if rest:
+            p = begin % ii
+            for lo, hi in ((p, p + rest),) if p + rest <= ii else ((p, ii), (0, p + rest - ii)):
+                events[lo] = events.get(lo, 0) + weight
+                events[hi] = events.get(hi, 0) - weight
+        return turns * weight
+
+    def _max(self, a: int, b: int) -> int:
+        """The largest load on residues [a, b)."""
+        i = bisect.bisect_right(self.xs, a) - 1
+        j = bisect.bisect_left(self.xs, b) - 1
+        k = (j - i + 1).bit_length() - 1
+        return max(self.table[k][i], self.table[k][j - 2 ** k + 1])
+
+    def peak(self, delta: Iterable[tuple[int, int, int]] = ()) -> int:
+        """The peak once the (begin, length, weight) intervals of ``delta`` are added (negative
+        weights take placed spans away)."""
+        const, events = self.base, {}
+        for begin, length, weight in delta:
+            const += self._arcs(begin, length, weight, events)
+        points = sorted(set(events) | {0, self.ii})
+        best, run = None, 0
+        for a, b in pairwise(points):
+            run += events.get(a, 0)
+            if a < b:
+                here = run + self._max(a, b)
+                best = here if best is None else max(best, here)
+        return const + (best or 0)
+
+
 @dataclass(frozen=True, slots=True)
 class _Overflow:
-    """A memory a placement overflows: the pool (("regs", g) for the register file) and the
-    values to blame, most to blame first."""
+    """A memory a placement overflows: the pool (("regs", g) for the register file) and why."""
 
     pool: Pool
-    culprits: tuple[str, ...]
     what: str
 
 
@@ -342,6 +399,7 @@ class _Storage:
                 area = sum(size * shortest[v] for v, size in members)
                 self.floors[g] = max([-(-area // ii)] + [size for _, size in members])
         self.peaks = {g: 0 for g in plan.registers.needs}
+        self.profiles: dict[Pool, _Profile] = {}  # circle pools' loads from the placed spans
         self.smem_used = sum(size * -(-shortest[v] // ii) for v, size in plan.pools.get(("smem", 0), ()))
         self.tmem_area = sum(size * shortest[v] for v, size in plan.pools.get(("tmem", 0), ()))
 
@@ -420,21 +478,45 @@ class _Storage:
                 out.append((v, span[0], span[1], size))
         return out
 
-    def _blame(self, items: list[tuple[str, int, int, int]], r: int) -> tuple[str, ...]:
-        """Values live at residue r, the biggest first."""
+    def _profile(self, pool: Pool) -> _Profile:
+        if pool not in self.profiles:
+            self.profiles[pool] = _Profile(((b, n, w) for _, b, n, w in self._items(pool, {})), self.ii)
+        return self.profiles[pool]
+
+    def _peak(self, pool: Pool, spans: Mapping[str, tuple[int, int]]) -> int:
+        """The pool's peak once the values in ``spans`` take those spans."""
+        delta = []
+        for v, span in spans.items():
+            size = self.size.get((v, pool))
+            if size:
+                old = self.span.get(v)
+                if old is not None:
+                    delta.append((old[0], old[1], -size))
+                delta.append((span[0], span[1], size))
+        return self._profile(pool).peak(delta)
+
+    def culprits(self, pool: Pool, spans: Mapping[str, tuple[int, int]]) -> tuple[str, ...]:
+        """The values to blame for an overflow of ``pool`` once ``spans`` are taken, most to blame
+        first: for a circle, those live at the peak, the biggest first; for SMEM, those with more
+        ring copies than their shortest lifetime needs."""
+        if pool[0] == "smem":
+            extra = [(-(self._copies(v, s) - -(-self.shortest[v] // self.ii)) * size, v)
+                     for v, size in self.plan.pools[pool] for s in [spans.get(v, self.span.get(v))] if s is not None]
+            return tuple(v for neg, v in sorted(extra) if neg < 0)
+        items = self._items(pool, spans)
+        _, r = _circle_load(((b, n, w) for _, b, n, w in items), self.ii)
         live = [(-size * (length // self.ii + 1), v) for v, b, length, size in items if _covers(b, length, self.ii, r)]
         return tuple(v for _, v in sorted(live))
 
     def _tmem(self, spans: Mapping[str, tuple[int, int]]) -> list[_Overflow]:
         cap = self.plan.tmem_cols
-        items = self._items(("tmem", 0), spans)
-        peak, r = _circle_load(((b, n, w) for _, b, n, w in items), self.ii)
+        peak = self._peak(("tmem", 0), spans)
         if peak > cap:
-            return [_Overflow(("tmem", 0), self._blame(items, r), f"tmem: {peak} columns live at cycle {r}, {cap} exist")]
+            return [_Overflow(("tmem", 0), f"tmem: {peak} columns live at once, {cap} exist")]
         area = self.tmem_area + sum(self.size[v, ("tmem", 0)] * (self._length(v, s) - self._length(v, self.span.get(v)))
                                     for v, s in spans.items() if (v, ("tmem", 0)) in self.size)
         if area > cap * self.ii:
-            return [_Overflow(("tmem", 0), self._blame(items, r), f"tmem: {area} column-cycles, {cap} x II exist")]
+            return [_Overflow(("tmem", 0), f"tmem: {area} column-cycles, {cap} x II exist")]
         return []
 
     def _smem(self, spans: Mapping[str, tuple[int, int]]) -> list[_Overflow]:
@@ -442,28 +524,18 @@ class _Storage:
                     for v, s in spans.items() if (v, ("smem", 0)) in self.size)
         if self.smem_used + delta <= self.plan.smem_room:
             return []
-        extra = [(-(self._copies(v, s) - -(-self.shortest[v] // self.ii)) * size, v)
-                 for v, size in self.plan.pools[("smem", 0)] for s in [spans.get(v, self.span.get(v))] if s is not None]
-        culprits = tuple(v for neg, v in sorted(extra) if neg < 0)
-        return [_Overflow(("smem", 0), culprits, f"smem: rings need {self.smem_used + delta} B, "
+        return [_Overflow(("smem", 0), f"smem: rings need {self.smem_used + delta} B, "
                           f"{self.plan.smem_room} B are left beside static SMEM and hand-offs")]
 
     def _registers(self, spans: Mapping[str, tuple[int, int]], groups: list[int]) -> list[_Overflow]:
         peaks = dict(self.peaks)
-        where = {}
         for g in groups:
-            items = self._items(("regs", g), spans)
-            peaks[g], where[g] = _circle_load(((b, n, w) for _, b, n, w in items), self.ii)
+            peaks[g] = self._peak(("regs", g), spans)
         if self.plan.registers.fit({g: max(peaks[g], self.floors[g]) for g in peaks}) is not None:
             return []
-        out = []
-        for g in groups:
-            if peaks[g] >= self.floors[g]:  # above its floor, so this group's live words bind
-                items = self._items(("regs", g), spans)
-                out.append(_Overflow(("regs", g), self._blame(items, where[g]),
-                                     f"registers: group {g} would hold {peaks[g]} words live; the groups' "
-                                     "warps and budgets no longer fit the register file"))
-        return out
+        return [_Overflow(("regs", g), f"registers: group {g} would hold {peaks[g]} words live; the groups' warps "
+                          "and budgets no longer fit the register file")
+                for g in groups if peaks[g] >= self.floors[g]]  # above its floor: this group binds
 
     # -- updates
     def commit(self, spans: Mapping[str, tuple[int, int]]) -> None:
@@ -495,11 +567,12 @@ class _Storage:
             self.span.pop(name, None)
         else:
             self.span[name] = span
+        for pool, _ in self.plan.values[name].pools:
+            self.profiles.pop(pool, None)
 
     def _repeak(self, groups: Iterable[int]) -> None:
         for g in groups:
-            items = self._items(("regs", g), {})
-            self.peaks[g] = _circle_load(((b, n, w) for _, b, n, w in items), self.ii)[0]
+            self.peaks[g] = self._profile(("regs", g)).peak()
 
     def averages(self) -> str:
         """Why no placement can fit at this II, from the averages alone (empty when they fit)."""
@@ -624,8 +697,7 @@ def _sms_order(plan: _Plan, ii: int) -> list[str]:
 
 def _height_order(plan: _Plan, ii: int) -> list[str]:
     """Rau's order: the longest latency path to the end of the iteration first (HeightR)."""
-    tails = {n: max((s.offset + s.length for s in plan.segments[n]), default=0) for n in plan.names}
-    height = _heights(list(plan.names), list(plan.deps), tails, ii) or tails
+    height = _heights(list(plan.names), list(plan.deps), plan.latency, ii) or plan.latency
     position = {n: i for i, n in enumerate(plan.names)}
     return sorted(plan.names, key=lambda n: (-height[n], position[n]))
 
@@ -731,9 +803,11 @@ class _Placer:
     """One attempt at one II: places every op in ``order``, evicting on conflicts (Rau), with
     storage as a resource; ``run`` gives the starts or why it gave up."""
 
-    def __init__(self, plan: _Plan, ii: int, order: list[str], paths: tuple[dict[str, dict[str, int]], ...],
-                 deadline: float | None, stagger: bool) -> None:
-        self.plan, self.ii, self.deadline, self.stagger = plan, ii, deadline, stagger
+    def __init__(self, plan: _Plan, ii: int, strategy: _Strategy, paths: tuple[dict[str, dict[str, int]], ...],
+                 deadline: float | None) -> None:
+        self.plan, self.ii, self.deadline = plan, ii, deadline
+        self.rau, self.stagger = strategy.rau, strategy.stagger
+        order = strategy.order(plan, ii)
         self.after, self.before = paths
         self.rank = {n: i for i, n in enumerate(order)}
         self.mrt = _CachedMrt(ii, plan.capacity)
@@ -744,18 +818,26 @@ class _Placer:
         self.unplaced = set(plan.names)
 
     def run(self, budget: int) -> dict[str, int] | str:
+        """The starts of every op, or why the attempt gave up: Rau's budget of placements ran
+        out, or (in the Swing-like modes) one op was evicted too often or the number of ops
+        placed at once stopped growing, both signs of evictions going round in circles."""
         why = self.store.averages()
         if why:
             return why
+        most, since = 0, 0  # the most ops placed at once so far, and the steps since
         while self.unplaced:
             if budget <= 0:
                 return "budget exhausted"
+            placed = len(self.starts)
+            most, since = (placed, 0) if placed > most else (most, since + 1)
+            if since > STALL_STEPS and not self.rau:
+                return f"no progress in {STALL_STEPS} steps ({most} of {len(self.plan.names)} ops placed at most)"
             if self.deadline is not None and budget % 16 == 0 and time.monotonic() >= self.deadline:
                 return "wall-clock cap reached"
             budget -= 1
             op = min(self.unplaced, key=self.rank.__getitem__)
             self.placements[op] += 1
-            if self.placements[op] > MAX_PLACEMENTS:
+            if self.placements[op] > MAX_PLACEMENTS and not self.rau:
                 return f"{op} was evicted {MAX_PLACEMENTS} times"
             why = self._place(op)
             if why:
@@ -767,6 +849,10 @@ class _Placer:
         """(earliest, latest) issue cycle the placed ops allow: through the iteration's paths
         (placed or not in between), and through loop-carried dependences on the op itself."""
         starts = self.starts
+        if self.rau:  # Rau: the placed predecessors only, and never before cycle 0
+            early = [0] + [starts[d.src] + d.latency - self.ii * d.distance for d in self.plan.preds[op]
+                           if d.src in starts]
+            return max(early), None
         early = [starts[u] + length for u, length in self.before[op].items() if u in starts]
         late = [starts[v] - length for v, length in self.after[op].items() if v in starts]
         return (max(early) if early else None), (min(late) if late else None)
@@ -789,6 +875,8 @@ class _Placer:
         keeps to the predecessors and the successors will be evicted (Rau's rule)."""
         early, late = self._bounds(op)
         ii, starts = self.ii, self.starts
+        if self.rau:
+            return early, early + ii - 1, False
         after = any(d.src in starts for d in self.plan.preds[op] if d.distance == 0)
         before = any(d.dst in starts for d in self.plan.succs[op] if d.distance == 0)
         if early is not None and late is not None and early > late:
@@ -854,18 +942,27 @@ class _Placer:
     def _scan(self, op: str) -> str | tuple[int | None, bool]:
         """Place ``op`` at the first candidate where everything fits ("" or why forcing it
         failed); else (the first cycle free of unit and issue conflicts or None, whether memory
-        was what stopped it)."""
+        was what stopped it). When the window the placed ops leave has no free cycle at all, the
+        whole II past its near end is scanned too, and the neighbours on the far side are
+        evicted (Rau's rule): they move cheaply, where evicting the ops that hold the units
+        would send them back and forth."""
         lo, hi, down = self._window(op)
         early, late = self._bounds(op)
         clash = early is not None and late is not None and early > late  # some neighbour must go
         arcs = self._arcs(op)
-        runs = [] if arcs is None else _free_runs(arcs, lo, hi, self.ii) or []
+        if arcs is None:
+            return None, False
+        runs = _free_runs(arcs, lo, hi, self.ii) or []
+        wide = False
+        if not runs and hi - lo + 1 < self.ii:
+            lo, hi = (hi - self.ii + 1, hi) if down else (lo, lo + self.ii - 1)
+            runs, wide = _free_runs(arcs, lo, hi, self.ii) or [], True
         first = None
         for t in self._candidates(op, runs, down):
             over, spans = self.store.check(op, t)
             if first is None:
                 first = t
-            if not over and not clash:
+            if not over and not (clash or wide or self.rau):
                 self._commit(op, t, spans)
                 return ""
             if not over:
@@ -902,6 +999,8 @@ class _Placer:
         start = hi if down else lo
         if prev is None or (start < prev if down else start > prev):
             return start
+        if self.rau:
+            return prev + 1
         ii = self.ii
         edges = {e % ii for r, size in arcs for e in (r, r + size)}
         steps = [(prev - e) % ii for e in edges] if down else [(e - prev) % ii for e in edges]
@@ -927,19 +1026,19 @@ class _Placer:
             over, spans = self.store.check(op, t)
             if not over:
                 break
-            victim = self._victim(op, over)
+            victim = self._victim(op, over, spans)
             if victim is None:
                 return over[0].what
             self._evict(victim)
         self._commit(op, t, spans)
         return ""
 
-    def _victim(self, op: str, over: list[_Overflow]) -> str | None:
+    def _victim(self, op: str, over: list[_Overflow], spans: Mapping[str, tuple[int, int]]) -> str | None:
         """Whom to evict for a memory overflow: the biggest value live at the overflow whose
         producer is not the op or one of its neighbours (those come straight back beside it)."""
         near = {op} | {d.src for d in self.plan.preds[op]} | {d.dst for d in self.plan.succs[op]}
         for o in over:
-            for v in o.culprits:
+            for v in self.store.culprits(o.pool, spans):
                 if v not in near and v in self.starts:
                     return v
         return None
@@ -1033,13 +1132,14 @@ def _assemble(problem: Problem, options: SolveOptions, plan: _Plan, starts: Mapp
                     proven=dict.fromkeys(values, False), seconds=seconds)
 
 
-def _attempt(problem: Problem, options: SolveOptions, plan: _Plan, ii: int, budget: int,
-             deadline: float | None) -> dict[str, int] | str:
-    """Starts (shifted to begin at cycle 0) of one placement at ``ii``, or why it failed."""
+def _attempt(problem: Problem, options: SolveOptions, plan: _Plan, ii: int, deadline: float | None
+             ) -> dict[str, int] | str:
+    """Starts (shifted to begin at cycle 0) of the first strategy that places every op at
+    ``ii``, or why the first one failed."""
     why = ""
     paths = _paths(plan, ii)
-    for _, order, stagger in STRATEGIES:
-        placed = _Placer(plan, ii, order(plan, ii), paths, deadline, stagger).run(budget)
+    for strategy in STRATEGIES:
+        placed = _Placer(plan, ii, strategy, paths, deadline).run(strategy.budget * len(plan.names))
         if not isinstance(placed, str):
             break
         why = why or placed
@@ -1049,10 +1149,28 @@ def _attempt(problem: Problem, options: SolveOptions, plan: _Plan, ii: int, budg
     return {n: t - first for n, t in placed.items()}
 
 
-# How an attempt orders and seeds its ops, tried in turn at each II: Swing's order with every new
-# set seeded at the top of the iteration (tight where units and recurrences bind), then whole
-# chains one after another in time (so that their tiles take turns in a memory that binds).
-STRATEGIES = (("height", _height_order, False), ("swing", _sms_order, False), ("chains", _chain_order, True))
+@dataclass(frozen=True, slots=True)
+class _Strategy:
+    """How one attempt orders, places and seeds its ops."""
+
+    name: str
+    order: Callable[[_Plan, int], list[str]]
+    rau: bool  # Rau's rules: earliest start from placed predecessors only, forced one cycle on
+    stagger: bool  # a new chain starts after what is placed, not at the top of the iteration
+    budget: int  # placement steps per op
+
+
+# The strategies tried in turn at each II (an II succeeds if one of them places every op, so
+# their order only decides which schedule comes back, and the cheap ones go first): Swing's
+# order, placing each op beside its placed neighbours within the bounds of the paths through the
+# ops not placed yet; whole chains one after another in time, so that the tiles of independent
+# chains take turns in a memory; and Rau's IMS with memories as resources (where no memory binds,
+# it places exactly as ``ims`` does, with half its budget).
+STRATEGIES = (
+    _Strategy("swing", _sms_order, rau=False, stagger=False, budget=BUDGET_RATIO),
+    _Strategy("chains", _chain_order, rau=False, stagger=True, budget=BUDGET_RATIO),
+    _Strategy("rau", _height_order, rau=True, stagger=False, budget=3),
+)
 
 
 def construct_schedule(problem: Problem, options: SolveOptions | None, groups: Mapping[str, int], *,
@@ -1093,7 +1211,7 @@ def construct_schedule(problem: Problem, options: SolveOptions | None, groups: M
     >>> p = build_problem(load_program("toy", arch), arch)
     >>> r = construct_schedule(p, None, {"S": 0, "P": 0, "O": 0})
     >>> r.schedule.ii, [o.start for o in r.schedule.ops]
-    (2, [0, 1, 3])
+    (2, [0, 2, 3])
     """
     options = options or SolveOptions()
     if options.swp_only:
@@ -1110,11 +1228,10 @@ def construct_schedule(problem: Problem, options: SolveOptions | None, groups: M
         return ConstructResult(None, first, (), time.monotonic() - clock, impossible=why)
     if start_ii is None:
         first = _storage_floor(plan, first, max(first, cap))
-    budget = BUDGET_RATIO * len(plan.names)
     attempts: list[tuple[int, str]] = []
 
     def attempt(ii: int) -> Schedule | None:
-        placed = _attempt(problem, options, plan, ii, budget, deadline)
+        placed = _attempt(problem, options, plan, ii, deadline)
         if isinstance(placed, str):
             attempts.append((ii, placed))
             return None

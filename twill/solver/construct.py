@@ -1169,6 +1169,7 @@ class _Strategy:
 STRATEGIES = (
     _Strategy("swing", _sms_order, rau=False, stagger=False, budget=BUDGET_RATIO),
     _Strategy("chains", _chain_order, rau=False, stagger=True, budget=BUDGET_RATIO),
+    _Strategy("height", _height_order, rau=False, stagger=False, budget=BUDGET_RATIO),
     _Strategy("rau", _height_order, rau=True, stagger=False, budget=3),
 )
 

@@ -143,6 +143,20 @@ def test_the_search_stays_within_its_window_and_deadline(h100):
     assert late.schedule is None and late.attempts == ((result.start_ii, "wall-clock cap reached"),)
 
 
+def test_when_no_ii_places_the_ops_they_run_one_at_a_time(monkeypatch):
+    """The last resort, here with every strategy taken away: one iteration at a time, each op
+    after the previous one is done, at an II past the iteration's end; still a valid schedule."""
+    from twill.solver import construct
+    monkeypatch.setattr(construct, "STRATEGIES", ())
+    p = problem("fa_fwd", "b200")
+    groups = dict(producer_consumer_split(p))
+    result = construct_schedule(p, SolveOptions(), groups)
+    s = result.schedule
+    assert s is not None and validate(p, s) == [] and "one iteration at a time" in s.proof
+    assert result.attempts[-1] == (s.ii, "scheduled") and s.length < s.ii
+    assert all(why == "no strategy to place the ops with" for _, why in result.attempts[:-1])
+
+
 def test_the_same_input_gives_the_same_schedule():
     """Deterministic: the same body and grouping give byte-identical schedules and attempts."""
     p = problem("fa_fwd", "b200", subtiles=2)

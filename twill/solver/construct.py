@@ -1,36 +1,42 @@
 """Storage-aware modulo list scheduling under a fixed warp-group assignment.
 
 Rau's iterative modulo scheduling (``twill.solver.ims``) places each op at the first cycle whose
-units and issue slot are free and sizes warps and registers afterwards. On bodies where a memory
-binds that fails at every II: independent chains all start at cycle 0 of the iteration, so their
-TMEM tiles or register tiles are live at once, and no II makes the peak fit. This scheduler keeps
-Rau's interval modulo reservation table and his eviction, and adds what a storage-bound body needs:
+units and issue slot are free and sizes warps and registers afterwards. Where a memory binds, that
+fails at every II: independent chains all start at the top of the iteration, so their TMEM tiles
+or register tiles are live at once and no II makes the peak fit. This scheduler keeps Rau's
+interval modulo reservation table and his eviction, and adds what a storage-bound body needs:
 
-* **Storage is a resource while placing.** A value occupies its memories from its producer's issue
-  to the end of its last reader's read (``twill.problem.read_time``), on the II circle (a lifetime
-  above II wraps: its full turns are a constant load). A slot is taken only if, with the op there,
-  the TMEM columns fit the tensor memory, every group's live register words still admit warps and
-  ``setmaxnreg`` budgets that fit the register file and the CTA (``_Registers``), and the SMEM rings
-  (``ceil(life / II)`` copies), the hand-off staging buffers and the static SMEM fit. A reader not
-  yet placed counts at its shortest distance; a group's register words never count below their
-  average over the circle (``sum(words x shortest life) / II``), so early groups cannot take the
-  register file the later ones need.
-* **Placement keeps lifetimes short.** Ops are ordered as in Swing Modulo Scheduling (J. Llosa et
-  al., PACT 1996): recurrences first, and each op next to ops already ordered, sweeping down
-  (successors) and up (predecessors) in turn. An op with placed predecessors only goes as early
-  as they allow (ASAP), one with placed successors only as late as they allow (ALAP), so a value's
-  producer and readers sit close together. With both placed, it leans towards whichever side holds
-  more storage.
-* **Conflicts evict.** When no cycle of the II window fits, the op is forced in as in Rau's scheme
-  and evicts what it collides with on a unit or issue slot, the neighbours whose dependences it
-  breaks, and the owners of values live at the point where a memory overflows (their producers,
-  which come back later, next to their readers). A budget of steps bounds the work per II.
+* **Memories are resources while placing.** A value occupies its memories from its producer's
+  issue to the end of its last read (``twill.problem.read_time``), on the II circle (a lifetime
+  above II wraps: its full turns are a constant load). A cycle is taken only if, with the op
+  there, the TMEM columns fit, every group's live register words still admit warps and
+  ``setmaxnreg`` budgets within the register file and the CTA (``_Registers``: narrow groups share
+  one budget where the arch says so), and the SMEM rings (``ceil(life / II)`` copies) fit beside
+  the hand-off staging buffers and the static SMEM. A reader not placed yet counts at its least
+  distance, and the readers one group issues count one after another; a group's register words
+  never count below their average over the circle (``sum(words x shortest life) / II``), so that
+  the groups placed first cannot take the register file the others need.
+* **Placement keeps lifetimes short.** An op with placed producers goes as early as they allow,
+  one with placed readers as late as they allow, one with both towards the side holding more
+  storage; windows are bounded by the longest paths to and from every placed op (through ops not
+  placed yet and through recurrences), so a path between two placed ops always has room.
+* **Conflicts evict.** When no cycle of the window fits, an op whose own value is what overflows
+  evicts the readers that pin its end and is placed anew where the whole value fits (its readers
+  follow it); otherwise it is forced in as in Rau's scheme and evicts what it collides with on a
+  unit or issue slot, the neighbours whose dependences it breaks, and the biggest values live
+  where a memory overflows. A budget of steps bounds an attempt, and so do signs of going round
+  in circles (one op evicted again and again, no more ops placed than before for a while).
 
-II starts at the larger of the plan's own bound (units, issue slots, recurrences with hand-off
-costs, storage averages) and ``start_ii``; it grows by one cycle for a few steps, then by doubling
-steps, and the gap below the first success is bisected, as in ``ims``. Every schedule returned is
-built by ``assemble`` and passes ``twill.validate.validate``. Everything is deterministic; the only
-clock is the optional ``deadline``, which stops the search (and says so in the attempts).
+Each II is tried with a few strategies (``STRATEGIES``: data, not branches): Swing Modulo
+Scheduling's order (J. Llosa et al., PACT 1996); whole chains of values one after another in
+time, each new chain after what is placed, so that tiles of independent chains take turns in a
+memory; Rau's height order with the path-bounded windows; and Rau's IMS itself with memories as
+resources. The II search is ``ims``'s: a few single steps up from the grouping's own bound (units,
+issue slots, recurrences with hand-off costs, memory averages), then doubling steps, then the gap
+below the first success bisected; when no II up to one iteration's length works, ops run one at a
+time (``_one_at_a_time``). Every schedule returned is built by ``assemble`` and passes
+``twill.validate.validate``. Everything is deterministic; the only clock is the optional
+``deadline``, which stops the search (and says so in the attempts).
 """
 
 from __future__ import annotations
@@ -46,6 +52,7 @@ from twill.problem import Problem, read_time
 from twill.schedule import Schedule
 from twill.solver.assemble import Assignment, assemble, copies_needed
 from twill.solver.ims import _Dep, _heights, _Mrt, _plan, _Segment
+from twill.solver.sequential import witness_order
 from twill.validate import validate
 
 __all__ = ["ConstructResult", "construct_schedule"]
@@ -53,9 +60,11 @@ __all__ = ["ConstructResult", "construct_schedule"]
 BUDGET_RATIO = 4  # placement steps per op and II before the II grows (Rau's BudgetRatio)
 LINEAR_STEPS = 2  # single-cycle steps of II before the step starts doubling (``ims`` takes 8)
 STALL_STEPS = 40  # steps without placing more ops than ever before: the evictions go round in circles
+RAU_STALL_STEPS = 80  # the same for Rau's IMS, whose forced placements creep on one cycle at a time
 MAX_PLACEMENTS = 12  # times one op may be placed in one attempt: more means two ops evict each other in turn
 MAX_CANDIDATES = 24  # cycles of the II window checked for storage before the op is forced in
 
+CUT = "wall-clock cap reached"  # the attempt that the deadline stopped
 Pool = tuple[str, int]  # ("tmem", 0), ("smem", 0) or ("regs", group)
 
 
@@ -237,7 +246,7 @@ def _make_plan(problem: Problem, options: SolveOptions, groups: Mapping[str, int
     return _Plan(names=names, deps=tuple(deps), preds={n: tuple(v) for n, v in preds.items()},
                  succs={n: tuple(v) for n, v in succs.items()}, segments=segments, capacity=capacity,
                  values=values, pools={k: tuple(v) for k, v in pools.items()}, groups=dict(groups),
-                 tmem_cols=arch.limits["tmem_cols"].value if "tmem_cols" in arch.limits else 0,
+                 tmem_cols=arch.limit("tmem_cols") if "tmem_cols" in arch.limits else 0,
                  smem_room=arch.limit("smem_bytes_per_cta") - problem.body.static_smem - handoffs,
                  floor_ii=floor_ii, registers=_Registers(problem, options, needs), topo=_topological(names, deps),
                  latency={op.name: op.latency for op in problem.ops})
@@ -806,7 +815,7 @@ class _Placer:
     def __init__(self, plan: _Plan, ii: int, strategy: _Strategy, paths: tuple[dict[str, dict[str, int]], ...],
                  deadline: float | None) -> None:
         self.plan, self.ii, self.deadline = plan, ii, deadline
-        self.rau, self.stagger = strategy.rau, strategy.stagger
+        self.rau, self.stagger, self.stall = strategy.rau, strategy.stagger, strategy.stall
         order = strategy.order(plan, ii)
         self.after, self.before = paths
         self.rank = {n: i for i, n in enumerate(order)}
@@ -830,10 +839,10 @@ class _Placer:
                 return "budget exhausted"
             placed = len(self.starts)
             most, since = (placed, 0) if placed > most else (most, since + 1)
-            if since > STALL_STEPS and not self.rau:
-                return f"no progress in {STALL_STEPS} steps ({most} of {len(self.plan.names)} ops placed at most)"
+            if since > self.stall:
+                return f"no progress in {self.stall} steps ({most} of {len(self.plan.names)} ops placed at most)"
             if self.deadline is not None and budget % 16 == 0 and time.monotonic() >= self.deadline:
-                return "wall-clock cap reached"
+                return CUT
             budget -= 1
             op = min(self.unplaced, key=self.rank.__getitem__)
             self.placements[op] += 1
@@ -1102,6 +1111,23 @@ def _sequential_cap(problem: Problem, plan: _Plan) -> int:
     return span + sum(d.latency for d in plan.deps) + 1
 
 
+def _one_at_a_time(problem: Problem, plan: _Plan) -> tuple[dict[str, int], int]:
+    """The last resort: ops one after another in dependence order (``witness_order``), each once
+    the previous one is done and its producers' results (hand-offs included) are ready, at an II
+    past the iteration's end and its longest read, so that no two iterations overlap and every
+    loop-carried dependence holds. Where even this overflows a memory, the grouping is the
+    reason (the validator says which)."""
+    starts: dict[str, int] = {}
+    free = 0
+    for name in witness_order(list(plan.names), problem.edges):
+        ready = [starts[d.src] + d.latency for d in plan.preds[name] if d.distance == 0]
+        starts[name] = max([free, *ready])
+        free = starts[name] + max(problem.span(name), 1)
+    longest = max((d.latency for d in plan.deps), default=0)
+    reads = max((r.read for v in plan.values.values() for r in v.readers), default=0)
+    return starts, free + longest + reads + 1
+
+
 def _group_peaks(problem: Problem, plan: _Plan, starts: Mapping[str, int], ii: int) -> dict[int, int]:
     """Each group's live register words at its busiest cycle, from the finished schedule."""
     peaks = {g: 0 for g in plan.registers.needs}
@@ -1112,11 +1138,13 @@ def _group_peaks(problem: Problem, plan: _Plan, starts: Mapping[str, int], ii: i
 
 
 def _assemble(problem: Problem, options: SolveOptions, plan: _Plan, starts: Mapping[str, int], ii: int, lb: int,
-              start_ii: int, seconds: float) -> Schedule | str:
+              how: str, seconds: float) -> Schedule | str:
     """The ``Schedule`` of placed starts, or why its warps and registers cannot be chosen."""
-    sized = plan.registers.fit(_group_peaks(problem, plan, starts, ii))
+    peaks = _group_peaks(problem, plan, starts, ii)
+    sized = plan.registers.fit(peaks)
     if sized is None:
-        return "registers: the finished schedule's peaks leave no warps and budgets that fit"
+        return (f"registers: the groups' peaks {dict(sorted(peaks.items()))} (words) leave no warps and budgets "
+                f"that fit {plan.registers.file} registers and {plan.registers.cta} warps")
     warps, regs = sized
     copies = {op.name: copies_needed(problem, starts, ii, op.name) for op in problem.ops
               if op.smem_bytes or op.tmem_cols or op.regs}
@@ -1125,9 +1153,8 @@ def _assemble(problem: Problem, options: SolveOptions, plan: _Plan, starts: Mapp
               "regs": sum(32 * warps[g] * regs[g] for g in warps)}
     a = Assignment(ii=ii, starts=dict(starts), groups=dict(plan.groups), warps=warps, regs=regs, copies=copies,
                    objective_values={k: values[k] for k in options.objective if k in values})
-    proof = (f"heuristic: storage-aware modulo list scheduling under a fixed grouping; II {ii} is the first II on "
-             f"its search from {start_ii} that placed every op within the budget and passed the validator; "
-             f"no optimality claim (lower bound {lb})")
+    proof = f"heuristic: storage-aware modulo list scheduling under a fixed grouping; {how}; no optimality claim " \
+            f"(lower bound {lb})"
     return assemble(problem, options, a, optimal=False, proven_lb=lb, proof=proof,
                     proven=dict.fromkeys(values, False), seconds=seconds)
 
@@ -1144,7 +1171,7 @@ def _attempt(problem: Problem, options: SolveOptions, plan: _Plan, ii: int, dead
             break
         why = why or placed
     else:
-        return why
+        return why or "no strategy to place the ops with"
     first = min(placed.values())
     return {n: t - first for n, t in placed.items()}
 
@@ -1158,6 +1185,7 @@ class _Strategy:
     rau: bool  # Rau's rules: earliest start from placed predecessors only, forced one cycle on
     stagger: bool  # a new chain starts after what is placed, not at the top of the iteration
     budget: int  # placement steps per op
+    stall: int = STALL_STEPS  # steps without placing more ops than before, after which it gives up
 
 
 # The strategies tried in turn at each II (an II succeeds if one of them places every op, so
@@ -1170,7 +1198,7 @@ STRATEGIES = (
     _Strategy("swing", _sms_order, rau=False, stagger=False, budget=BUDGET_RATIO),
     _Strategy("chains", _chain_order, rau=False, stagger=True, budget=BUDGET_RATIO),
     _Strategy("height", _height_order, rau=False, stagger=False, budget=BUDGET_RATIO),
-    _Strategy("rau", _height_order, rau=True, stagger=False, budget=3),
+    _Strategy("rau", _height_order, rau=True, stagger=False, budget=3, stall=RAU_STALL_STEPS),
 )
 
 
@@ -1231,12 +1259,14 @@ def construct_schedule(problem: Problem, options: SolveOptions | None, groups: M
         first = _storage_floor(plan, first, max(first, cap))
     attempts: list[tuple[int, str]] = []
 
-    def attempt(ii: int) -> Schedule | None:
-        placed = _attempt(problem, options, plan, ii, deadline)
+    def attempt(ii: int, placed: dict[str, int] | str | None = None) -> Schedule | None:
+        how = (f"II {ii} is the first II on its search from {first} that placed every op within the budget and "
+               "passed the validator") if placed is None else f"one iteration at a time at II {ii}"
+        placed = _attempt(problem, options, plan, ii, deadline) if placed is None else placed
         if isinstance(placed, str):
             attempts.append((ii, placed))
             return None
-        sched = _assemble(problem, options, plan, placed, ii, lower_bound, first, time.monotonic() - clock)
+        sched = _assemble(problem, options, plan, placed, ii, lower_bound, how, time.monotonic() - clock)
         if isinstance(sched, str):
             attempts.append((ii, sched))
             return None
@@ -1248,8 +1278,10 @@ def construct_schedule(problem: Problem, options: SolveOptions | None, groups: M
         return sched
 
     def out_of_time(ii: int) -> bool:
+        if attempts and attempts[-1][1] == CUT:
+            return True
         if deadline is not None and time.monotonic() >= deadline:
-            attempts.append((ii, "wall-clock cap reached"))
+            attempts.append((ii, CUT))
             return True
         return False
 
@@ -1268,6 +1300,9 @@ def construct_schedule(problem: Problem, options: SolveOptions | None, groups: M
             mid = (lo + hi) // 2
             better = attempt(mid)
             lo, hi, found = (lo, mid, better) if better is not None else (mid, hi, found)
+    if found is None and upper is None and not out_of_time(cap):
+        starts, ii = _one_at_a_time(problem, plan)
+        found = attempt(ii, starts)
     seconds = time.monotonic() - clock
     if found is not None:
         found = replace(found, solve_seconds=seconds)

@@ -42,6 +42,7 @@ time (``_one_at_a_time``). Every schedule returned is built by ``assemble`` and 
 from __future__ import annotations
 
 import bisect
+import random
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
@@ -62,6 +63,9 @@ LINEAR_STEPS = 2  # single-cycle steps of II before the step starts doubling (``
 STALL_STEPS = 40  # steps without placing more ops than ever before: the evictions go round in circles
 RAU_STALL_STEPS = 80  # the same for Rau's IMS, whose forced placements creep on one cycle at a time
 MAX_PLACEMENTS = 12  # times one op may be placed in one attempt: more means two ops evict each other in turn
+JITTER = 3.0  # how far (in places) a jittered order may move an op
+JITTER_WORK = 1152  # ops^2 x jittered copies of the strategies tried per II: 8 up to 12 ops, 4 at 16, none from 34
+MAX_JITTERED = 8
 MAX_CANDIDATES = 24  # cycles of the II window checked for storage before the op is forced in
 
 CUT = "wall-clock cap reached"  # the attempt that the deadline stopped
@@ -1165,7 +1169,7 @@ def _attempt(problem: Problem, options: SolveOptions, plan: _Plan, ii: int, dead
     ``ii``, or why the first one failed."""
     why = ""
     paths = _paths(plan, ii)
-    for strategy in STRATEGIES:
+    for strategy in _strategies(len(plan.names)):
         placed = _Placer(plan, ii, strategy, paths, deadline).run(strategy.budget * len(plan.names))
         if not isinstance(placed, str):
             break
@@ -1200,6 +1204,27 @@ STRATEGIES = (
     _Strategy("height", _height_order, rau=False, stagger=False, budget=BUDGET_RATIO),
     _Strategy("rau", _height_order, rau=True, stagger=False, budget=3, stall=RAU_STALL_STEPS),
 )
+
+
+
+
+def _jittered(order: Callable[[_Plan, int], list[str]], seed: int) -> Callable[[_Plan, int], list[str]]:
+    """``order`` with each op moved up to ``JITTER`` places, pseudo-randomly but the same way for
+    the same seed and II: another greedy pass over nearly the same priorities, which on small
+    bodies often packs the issue slots and units differently enough to fit a lower II."""
+    def jittered(plan: _Plan, ii: int) -> list[str]:
+        rng = random.Random(f"{seed}:{ii}")
+        return [n for _, n in sorted((i + rng.uniform(0, JITTER), n) for i, n in enumerate(order(plan, ii)))]
+    return jittered
+
+
+def _strategies(ops: int) -> tuple[_Strategy, ...]:
+    """``STRATEGIES``, then jittered copies of the Swing-like ones, as many as ``JITTER_WORK``
+    affords for a body of ``ops`` ops (an attempt costs about ops^2 steps): small bodies, cheap to
+    place, get several more tries per II; large ones get none."""
+    copies = min(MAX_JITTERED, JITTER_WORK // max(ops, 1) ** 2)
+    return STRATEGIES + tuple(replace(s, name=f"{s.name}~{k}", order=_jittered(s.order, k))
+                              for k in range(copies) for s in STRATEGIES if not s.rau)
 
 
 def construct_schedule(problem: Problem, options: SolveOptions | None, groups: Mapping[str, int], *,

@@ -820,6 +820,7 @@ class _Placer:
                  deadline: float | None) -> None:
         self.plan, self.ii, self.deadline = plan, ii, deadline
         self.rau, self.stagger, self.stall = strategy.rau, strategy.stagger, strategy.stall
+        self.memories = strategy.memories
         order = strategy.order(plan, ii)
         self.after, self.before = paths
         self.rank = {n: i for i, n in enumerate(order)}
@@ -972,7 +973,7 @@ class _Placer:
             runs, wide = _free_runs(arcs, lo, hi, self.ii) or [], True
         first = None
         for t in self._candidates(op, runs, down):
-            over, spans = self.store.check(op, t)
+            over, spans = self._check(op, t)
             if first is None:
                 first = t
             if not over and not (clash or wide or self.rau):
@@ -1036,7 +1037,7 @@ class _Placer:
         for name in sorted(evict, key=self.rank.__getitem__):
             self._evict(name)
         while True:
-            over, spans = self.store.check(op, t)
+            over, spans = self._check(op, t)
             if not over:
                 break
             victim = self._victim(op, over, spans)
@@ -1045,6 +1046,12 @@ class _Placer:
             self._evict(victim)
         self._commit(op, t, spans)
         return ""
+
+    def _check(self, op: str, t: int) -> tuple[list[_Overflow], dict[str, tuple[int, int]]]:
+        """The memories ``op`` at ``t`` overflows, and the spans it gives the values it touches;
+        a strategy blind to memories (Rau's IMS as it is) sees no overflow."""
+        over, spans = self.store.check(op, t)
+        return (over if self.memories else []), spans
 
     def _victim(self, op: str, over: list[_Overflow], spans: Mapping[str, tuple[int, int]]) -> str | None:
         """Whom to evict for a memory overflow: the biggest value live at the overflow whose
@@ -1190,19 +1197,23 @@ class _Strategy:
     stagger: bool  # a new chain starts after what is placed, not at the top of the iteration
     budget: int  # placement steps per op
     stall: int = STALL_STEPS  # steps without placing more ops than before, after which it gives up
+    memories: bool = True  # memories are resources while placing (else only the validator checks them)
 
 
 # The strategies tried in turn at each II (an II succeeds if one of them places every op, so
 # their order only decides which schedule comes back, and the cheap ones go first): Swing's
 # order, placing each op beside its placed neighbours within the bounds of the paths through the
 # ops not placed yet; whole chains one after another in time, so that the tiles of independent
-# chains take turns in a memory; and Rau's IMS with memories as resources (where no memory binds,
-# it places exactly as ``ims`` does, with half its budget).
+# chains take turns in a memory; Rau's height order with Swing's path-bounded windows; Rau's IMS
+# with memories as resources; and Rau's IMS as ``ims`` runs it, blind to memories (the validator
+# judges its schedule), since its passing states may overflow a memory that its final schedule
+# does not. Both IMS copies have half of ``ims``'s budget.
 STRATEGIES = (
     _Strategy("swing", _sms_order, rau=False, stagger=False, budget=BUDGET_RATIO),
     _Strategy("chains", _chain_order, rau=False, stagger=True, budget=BUDGET_RATIO),
     _Strategy("height", _height_order, rau=False, stagger=False, budget=BUDGET_RATIO),
     _Strategy("rau", _height_order, rau=True, stagger=False, budget=3, stall=RAU_STALL_STEPS),
+    _Strategy("ims", _height_order, rau=True, stagger=False, budget=3, stall=RAU_STALL_STEPS, memories=False),
 )
 
 
@@ -1219,12 +1230,14 @@ def _jittered(order: Callable[[_Plan, int], list[str]], seed: int) -> Callable[[
 
 
 def _strategies(ops: int) -> tuple[_Strategy, ...]:
-    """``STRATEGIES``, then jittered copies of the Swing-like ones, as many as ``JITTER_WORK``
-    affords for a body of ``ops`` ops (an attempt costs about ops^2 steps): small bodies, cheap to
-    place, get several more tries per II; large ones get none."""
+    """The memory-aware ``STRATEGIES``, jittered copies of them, as many as ``JITTER_WORK`` affords
+    for a body of ``ops`` ops (an attempt costs about ops^2 steps: small bodies, cheap to place,
+    get several more tries per II, large ones none), and the memory-blind ones last."""
     copies = min(MAX_JITTERED, JITTER_WORK // max(ops, 1) ** 2)
-    return STRATEGIES + tuple(replace(s, name=f"{s.name}~{k}", order=_jittered(s.order, k))
-                              for k in range(copies) for s in STRATEGIES if not s.rau)
+    aware = tuple(s for s in STRATEGIES if s.memories)
+    jittered = tuple(replace(s, name=f"{s.name}~{k}", order=_jittered(s.order, k)) for k in range(copies) for s in aware)
+    return aware + jittered + tuple(s for s in STRATEGIES if not s.memories)  # the blind ones last: the
+    # validator may still refuse what they place
 
 
 def construct_schedule(problem: Problem, options: SolveOptions | None, groups: Mapping[str, int], *,

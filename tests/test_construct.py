@@ -134,16 +134,38 @@ def test_random_tmem_bodies_beat_ims_under_the_same_split(b200, no_jitter):
 
 def test_a_grouping_that_can_never_fit_says_why(b200):
     """A load sharing a group with fixed-latency work breaks variable-latency isolation at every
-    II, and a value larger than any group's registers never fits: both are said at once."""
+    II, and two groups that each must hold a 40000-word value never fit the register file
+    together: both are said at once."""
     p = problem("fa_fwd", "b200")
     mixed = dict.fromkeys((op.name for op in p.ops), 0)
     result = construct_schedule(p, SolveOptions(), mixed)
     assert result.schedule is None and result.attempts == ()
     assert result.impossible.startswith("group 0 issues variable-latency ops")
-    big = LoopBody("big", (Op(name="a", uses=(Use(unit="fp32", length=8),), latency=8, issuer=Issuer.WARPGROUP,
-                              regs=60000),), ())
-    result = construct_schedule(build_problem(big, b200), SolveOptions(), {"a": 0})
-    assert result.schedule is None and result.impossible
+    big = LoopBody("big", tuple(Op(name=n, uses=(Use(unit="fp32", length=8),), latency=8, issuer=Issuer.WARPGROUP,
+                                   regs=40000) for n in "ab"), ())
+    p = build_problem(big, b200)
+    result = construct_schedule(p, SolveOptions(), {"a": 0, "b": 1})  # 2 x 8 warps x 184 registers > 64 Ki
+    assert result.schedule is None and result.impossible.startswith("registers: the groups' widest ops")
+    s = construct_schedule(p, SolveOptions(), {"a": 0, "b": 0}).schedule  # one group holds one at a time
+    assert s is not None and validate(p, s) == []
+
+
+def test_hand_offs_that_leave_no_room_for_the_rings_say_so(h100):
+    """A load and a chain of eight 32 KiB register tiles alternating between two groups: the seven
+    hand-off staging buffers take 224 KiB, and the load's ring slot no longer fits in 227 KiB."""
+    ops = [Op(name="load", kind="load", uses=(Use(unit="tma", length=92),), latency=552, is_async=True,
+              issuer=Issuer.THREAD, smem_bytes=8192, variable_latency=True, streaming=True)]
+    ops += [Op(name=f"a{i}", uses=(Use(unit="fp32", length=32),), latency=36, issuer=Issuer.WARPGROUP, regs=8192)
+            for i in range(8)]
+    edges = [Edge(src="load", dst="a0", latency=552, carrier=Carrier.SMEM, blocking=True)]
+    edges += [Edge(src=f"a{i}", dst=f"a{i + 1}", latency=36) for i in range(7)]
+    p = build_problem(LoopBody("handoffs", tuple(ops), tuple(edges)), h100)
+    result = construct_schedule(p, SolveOptions(), {"load": 0, **{f"a{i}": 1 + i % 2 for i in range(8)}})
+    assert result.schedule is None and result.attempts == ()
+    assert result.impossible == ("smem: one slot of every ring needs 8192 B, but the hand-off staging buffers of this "
+                                 "grouping (229376 B) and the static SMEM (0 B) leave 3072 B of 232448 B")
+    s = construct_schedule(p, SolveOptions(), {"load": 0, **{f"a{i}": 1 for i in range(8)}}).schedule
+    assert s is not None and validate(p, s) == []  # one consumer group: nothing is handed off
 
 
 def test_the_search_stays_within_its_window_and_deadline(h100, no_jitter):

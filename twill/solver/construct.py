@@ -204,6 +204,7 @@ class _Plan:
     groups: Mapping[str, int]
     tmem_cols: int
     smem_room: int  # SMEM left for rings after static SMEM and hand-off staging buffers
+    handoff_bytes: int  # SMEM the hand-off staging buffers of this grouping take
     floor_ii: int  # units, issue slots and recurrences (``ims._plan``)
     registers: _Registers
     topo: tuple[str, ...]  # the ops in an order of the iteration's (distance-0) dependences
@@ -251,7 +252,7 @@ def _make_plan(problem: Problem, options: SolveOptions, groups: Mapping[str, int
                  succs={n: tuple(v) for n, v in succs.items()}, segments=segments, capacity=capacity,
                  values=values, pools={k: tuple(v) for k, v in pools.items()}, groups=dict(groups),
                  tmem_cols=arch.limit("tmem_cols") if "tmem_cols" in arch.limits else 0,
-                 smem_room=arch.limit("smem_bytes_per_cta") - problem.body.static_smem - handoffs,
+                 smem_room=arch.limit("smem_bytes_per_cta") - problem.body.static_smem - handoffs, handoff_bytes=handoffs,
                  floor_ii=floor_ii, registers=_Registers(problem, options, needs), topo=_topological(names, deps),
                  latency={op.name: op.latency for op in problem.ops})
 
@@ -1098,8 +1099,9 @@ def _impossible(problem: Problem, options: SolveOptions, plan: _Plan) -> str:
                 "leave no warps and budgets that fit the register file and the CTA")
     rings = sum(size for v, size in plan.pools.get(("smem", 0), ()) if plan.values[v].shortest_life() > 0)
     if rings > plan.smem_room:
-        return (f"smem: one slot of every ring needs {rings} B; {plan.smem_room} B are left beside static SMEM "
-                "and the hand-off staging buffers")
+        return (f"smem: one slot of every ring needs {rings} B, but the hand-off staging buffers of this grouping "
+                f"({plan.handoff_bytes} B) and the static SMEM ({problem.body.static_smem} B) leave "
+                f"{max(plan.smem_room, 0)} B of {problem.arch.limit('smem_bytes_per_cta')} B")
     return ""
 
 

@@ -31,7 +31,8 @@ from twill.problem import Problem
 from twill.schedule import Schedule
 from twill.solver import hints
 from twill.solver.assemble import Assignment, assemble
-from twill.solver.ims import ims_swp, ims_triton_split, iterative_modulo_schedule
+from twill.solver.construct import construct_schedule
+from twill.solver.ims import ims_swp, ims_triton_split
 from twill.solver.model import ScheduleModel, build_model
 from twill.solver.phases import (
     FEASIBLE,
@@ -61,10 +62,9 @@ Value = Callable[[cp_model.LinearExprT], int]  # a solver's value function: vari
 RESERVE = 0.1  # of the work kept for the secondary objectives once a schedule is in hand
 EARLY_DESCENT = Budget(share=1 / 10, at_least=3.0, attempt=1.0)  # the descent before the windows
 STALL = 1.0  # units: a secondary objective stops after a slice this long that did not improve it
-# II targets, as multiples of the floor, at which the structure relaxation proposes a grouping for IMS
-TARGETS = (1.0, 1.05, 1.1, 1.2, 1.35, 1.5, 1.75, 2.0, 2.5, 3.0)
-PROPOSALS = 24  # distinct proposed groupings IMS is run under, at most
-STRUCTURED = Budget(share=1 / 8, at_least=2.0)  # all the proposals together
+STRUCTURED = Budget(share=1 / 5, at_least=2.0)  # the proposals and their constructive schedules together
+# work charged per constructive schedule and op: 80 ops take 1-3 s of Python (about a unit) on 2 cores
+CONSTRUCT_UNITS_PER_OP = 0.015
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,40 +149,68 @@ def _structure_floor(ctx: Context, lb: int, why: str, cap: int) -> tuple[int, st
 
 
 def _structured(ctx: Context, lb: int, best: Schedule | None) -> Schedule | None:
-    """A better first schedule: Rau's IMS under the groupings the structure relaxation proposes at
-    II targets from the floor up (``TARGETS``), at each target one per group count (the fewest
-    hand-offs with that many groups), at most ``PROPOSALS`` distinct groupings; the best validated
-    schedule below ``best``, or None. Larger targets admit other packings, which is where IMS often
-    succeeds when the tightest one overflows a memory. The proposals and IMS are deterministic, so
-    this is too (unless the wall-clock cap cuts it)."""
+    """A better first schedule: the storage-aware constructive scheduler (``twill.solver.construct``)
+    under groupings the structure relaxation proposes, at target IIs bisected between the floor and
+    the best schedule so far (a target below which a schedule was built becomes the new top, one
+    where none was, the new bottom). At each target: the fewest groups that admit it and one more,
+    each with the fewest hand-offs and the most balanced holds. Within ``STRUCTURED``'s work; the
+    best validated schedule below ``best``, or None. Proposals and construction are deterministic,
+    so this is too (unless the wall-clock cap cuts it)."""
     p, o = ctx.problem, ctx.options
     if not _heuristics_apply(o):
         return None
     found: Schedule | None = None
     tried: set[tuple[int, ...]] = set()
-    counts = range(1, min(o.max_groups, len(p.ops)) + 1)
     until = ctx.work.until(STRUCTURED.units(o.work))
-    for factor in TARGETS:
-        for count in counts:
-            top = found or best
-            target = math.ceil(lb * factor)
-            if (top is not None and target >= top.ii) or len(tried) >= PROPOSALS or ctx.work.spent >= until \
-                    or ctx.work.left() <= 0 or ctx.work.check_wall():
-                return found
-            groups = propose_grouping(p, o, target, ctx.work, count)
+    lo, hi = lb, (best.ii if best is not None else sequential_ii(p))
+    target = lb
+    while lo < hi and ctx.work.spent < until and ctx.work.left() > 0 and not ctx.work.check_wall():
+        sched = _at_target(ctx, target, found or best, lb, tried, until)
+        if sched is not None:
+            found, hi = sched, sched.ii
+            ctx.report(f"  constructed under a grouping proposed at II {target}: II {found.ii}")
+        else:
+            lo = target + 1
+        target = (lo + hi) // 2
+    return found
+
+
+def _at_target(ctx: Context, target: int, top: Schedule | None, lb: int, tried: set[tuple[int, ...]],
+               until: float) -> Schedule | None:
+    """The first schedule built under the proposals at ``target`` (``_structured``), or None."""
+    p, o = ctx.problem, ctx.options
+    counts = [c for c in range(1, min(o.max_groups, len(p.ops)) + 1)]
+    least = None
+    for count in counts:
+        for balanced in (False, True):
+            if ctx.work.spent >= until or ctx.work.left() <= 0 or (least is not None and count > least + 1):
+                return None
+            groups = propose_grouping(p, o, target, ctx.work, count, balanced)
             if groups is None:
-                continue
+                break  # balanced or not, this count admits no grouping in budget
+            least = count if least is None else least
             labels = hints.first_use_labels(p, groups)
             key = tuple(labels[groups[op.name]] for op in p.ops)
             if key in tried:
                 continue
             tried.add(key)
-            result = iterative_modulo_schedule(p, o, groups=groups, deadline=ctx.work.deadline,
-                                               upper=None if top is None else top.ii)
-            if result.schedule is not None and not ctx.work.check_wall() and _fits(result.schedule, o):
-                found = result.schedule
-                ctx.report(f"  IMS under the grouping of {count} groups proposed at II {target}: II {found.ii}")
-    return found
+            sched = _constructed(ctx, groups, top, lb)
+            if sched is not None:
+                return sched
+    return None
+
+
+def _constructed(ctx: Context, groups: dict[str, int], top: Schedule | None, lb: int) -> Schedule | None:
+    """The constructive scheduler's schedule under ``groups`` below ``top``'s II, charged to the work
+    budget by the body's size (``CONSTRUCT_UNITS_PER_OP``: its Python time is not CP-SAT's), or None."""
+    p, o = ctx.problem, ctx.options
+    result = construct_schedule(p, o, groups, upper=None if top is None else top.ii - 1,
+                                deadline=ctx.work.deadline, lower_bound=lb)
+    ctx.work.spent += CONSTRUCT_UNITS_PER_OP * len(p.ops)
+    sched = result.schedule
+    if sched is None or ctx.work.check_wall() or not _fits(sched, o) or (top is not None and sched.ii >= top.ii):
+        return None
+    return sched
 
 
 def _fits(sched: Schedule, options: SolveOptions) -> bool:
@@ -402,9 +430,10 @@ def _heuristics_apply(options: SolveOptions) -> bool:
 
 
 def _heuristic_incumbent(problem: Problem, options: SolveOptions, lb: int, work: Work) -> Schedule | None:
-    """A validated first schedule without a solver: Rau's iterative modulo scheduling
-    (``twill.solver.ims``) or, where it finds none, the sequential schedule
-    (``twill.solver.sequential``); None when neither holds.
+    """A validated first schedule without a solver: the better of Rau's iterative modulo scheduling
+    (``twill.solver.ims``) and the storage-aware constructive scheduler (``twill.solver.construct``)
+    under Triton's producer/consumer split or, where both find none, the sequential schedule
+    (``twill.solver.sequential``); None when none holds.
 
     It bounds the search from above (windows stop below its II) and is the answer when the budget
     runs out before CP-SAT finds anything. Not for a baseline strategy or an ablation whose
@@ -417,13 +446,23 @@ def _heuristic_incumbent(problem: Problem, options: SolveOptions, lb: int, work:
     result = (ims_swp if options.swp_only else ims_triton_split)(problem, options, deadline=work.deadline)
     # where the cap cut the heuristic, its schedule would depend on the machine's load
     heuristic = None if work.check_wall() else result.schedule
-    for sched in (heuristic, _sequential(problem, options)):
-        if sched is not None and sched.ii >= lb and _fits(sched, options):
-            return sched
-    return None
+    if heuristic is not None and (heuristic.ii < lb or not _fits(heuristic, options)):
+        heuristic = None
+    if not options.swp_only:
+        built = construct_schedule(problem, options, dict(producer_consumer_split(problem)), deadline=work.deadline,
+                                   upper=None if heuristic is None else heuristic.ii - 1, lower_bound=lb).schedule
+        work.spent += CONSTRUCT_UNITS_PER_OP * len(problem.ops)
+        if built is not None and not work.check_wall() and built.ii >= lb and _fits(built, options):
+            heuristic = built
+    if heuristic is not None:
+        return heuristic
+    sched = _sequential(problem, options)
+    return sched if sched is not None and sched.ii >= lb and _fits(sched, options) else None
 
 
 def _source(sched: Schedule) -> str:
+    if sched.proof.startswith("heuristic: storage-aware"):
+        return "the constructive scheduler"
     return "Rau's IMS heuristic" if sched.proof.startswith("heuristic") else "the sequential schedule"
 
 

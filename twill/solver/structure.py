@@ -287,11 +287,12 @@ def structure_floor(problem: Problem, options: SolveOptions, lo: int, hi: int, w
 
 
 def propose_grouping(problem: Problem, options: SolveOptions, ii: int, work: Work,
-                     count: int | None = None) -> dict[str, int] | None:
+                     count: int | None = None, balanced: bool = False) -> dict[str, int] | None:
     """A grouping that meets the relaxation at ``ii`` (with exactly ``count`` groups, when given)
     with the fewest staged hand-off bytes, then the fewest crossing cycles, then the smallest
     largest hold sum (balanced groups leave each the most slack): what a schedule under it pays
-    least for. None when the relaxation has none in its budget."""
+    least for; with ``balanced``, the smallest largest hold sum first. None when the relaxation
+    has none in its budget."""
     if options.swp_only or work.left() <= 0:
         return None
     s = build_structure(problem, options, ii)
@@ -305,7 +306,9 @@ def propose_grouping(problem: Problem, options: SolveOptions, ii: int, work: Wor
     busiest = s.m.new_int_var(0, ii, "busiest")
     for g in s.groups:
         s.m.add(busiest >= sum(p.hold(op.name) * s.x[op.name, g] for op in p.ops))
-    s.m.minimize((staged * (ii + 1) + delay) * (ii + 1) + busiest)
+    cost = staged * (ii + 1) + delay  # bytes weigh more than any delay, which weighs more than balance
+    top = sum(p.handoff_bytes(e) for e in p.edges) * (ii + 1) + sum(p.cross_group_cost(e) for e in p.edges) + 1
+    s.m.minimize(busiest * top + cost if balanced else cost * (ii + 1) + busiest)
     sv = solver(work, PROPOSE.at_least, options.workers)
     if sv.solve(s.m) not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         return None

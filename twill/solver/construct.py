@@ -52,7 +52,7 @@ from twill.options import SolveOptions
 from twill.problem import Problem, read_time
 from twill.schedule import Schedule
 from twill.solver.assemble import Assignment, assemble, copies_needed
-from twill.solver.ims import _Dep, _heights, _Mrt, _plan, _Segment
+from twill.solver.ims import Dep, ModuloTable, Segment, heights, reservation_plan
 from twill.solver.sequential import witness_order
 from twill.validate import validate
 
@@ -194,10 +194,10 @@ class _Plan:
     """The grouping's dependences, reservation tables, storage and limits."""
 
     names: tuple[str, ...]
-    deps: tuple[_Dep, ...]
-    preds: Mapping[str, tuple[_Dep, ...]]
-    succs: Mapping[str, tuple[_Dep, ...]]
-    segments: Mapping[str, tuple[_Segment, ...]]
+    deps: tuple[Dep, ...]
+    preds: Mapping[str, tuple[Dep, ...]]
+    succs: Mapping[str, tuple[Dep, ...]]
+    segments: Mapping[str, tuple[Segment, ...]]
     capacity: Mapping[str, int]
     values: Mapping[str, _Value]  # ops whose result needs storage
     pools: Mapping[Pool, tuple[tuple[str, int], ...]]  # the values in each pool, with their sizes
@@ -205,7 +205,7 @@ class _Plan:
     tmem_cols: int
     smem_room: int  # SMEM left for rings after static SMEM and hand-off staging buffers
     handoff_bytes: int  # SMEM the hand-off staging buffers of this grouping take
-    floor_ii: int  # units, issue slots and recurrences (``ims._plan``)
+    floor_ii: int  # units, issue slots and recurrences (``ims.reservation_plan``)
     registers: _Registers
     topo: tuple[str, ...]  # the ops in an order of the iteration's (distance-0) dependences
     latency: Mapping[str, int]  # each op's result latency (Rau's heights end with it)
@@ -220,16 +220,16 @@ class _Plan:
 
 
 def _make_plan(problem: Problem, options: SolveOptions, groups: Mapping[str, int]) -> _Plan:
-    deps, segments, capacity, floor_ii = _plan(problem, groups)
+    deps, segments, capacity, floor_ii = reservation_plan(problem, groups)
     names = tuple(op.name for op in problem.ops)
-    preds: dict[str, list[_Dep]] = {n: [] for n in names}
-    succs: dict[str, list[_Dep]] = {n: [] for n in names}
+    preds: dict[str, list[Dep]] = {n: [] for n in names}
+    succs: dict[str, list[Dep]] = {n: [] for n in names}
     for d in deps:
         if d.src != d.dst:
             succs[d.src].append(d)
             preds[d.dst].append(d)
     readers: dict[str, list[_Reader]] = {n: [] for n in names}
-    for e, d in zip(problem.edges, deps, strict=True):  # ``_plan`` lists one dependence per edge, in order
+    for e, d in zip(problem.edges, deps, strict=True):  # ``reservation_plan`` lists one dependence per edge, in order
         readers[e.src].append(_Reader(e.dst, e.distance, read_time(e, problem.op(e.dst)), d.latency, groups[e.dst],
                                       problem.hold(e.dst)))
     values: dict[str, _Value] = {}
@@ -257,7 +257,7 @@ def _make_plan(problem: Problem, options: SolveOptions, groups: Mapping[str, int
                  latency={op.name: op.latency for op in problem.ops})
 
 
-def _topological(names: tuple[str, ...], deps: list[_Dep]) -> tuple[str, ...]:
+def _topological(names: tuple[str, ...], deps: list[Dep]) -> tuple[str, ...]:
     """The ops in an order of the distance-0 dependences (Kahn's algorithm, ties by body order)."""
     indeg = dict.fromkeys(names, 0)
     for d in deps:
@@ -666,7 +666,7 @@ def _sms_order(plan: _Plan, ii: int) -> list[str]:
     (highest height first) and their predecessors (deepest first), so that every op but a set's
     first is ordered next to a neighbour already ordered."""
     asap = _longest_from_sources(plan, ii)
-    height = _heights(list(plan.names), list(plan.deps), dict.fromkeys(plan.names, 0), ii) or dict.fromkeys(plan.names, 0)
+    height = heights(list(plan.names), list(plan.deps), dict.fromkeys(plan.names, 0), ii) or dict.fromkeys(plan.names, 0)
     length = max(asap[n] + height[n] for n in plan.names)
     mobility = {n: length - height[n] - asap[n] for n in plan.names}
     position = {n: i for i, n in enumerate(plan.names)}
@@ -711,7 +711,7 @@ def _sms_order(plan: _Plan, ii: int) -> list[str]:
 
 def _height_order(plan: _Plan, ii: int) -> list[str]:
     """Rau's order: the longest latency path to the end of the iteration first (HeightR)."""
-    height = _heights(list(plan.names), list(plan.deps), plan.latency, ii) or plan.latency
+    height = heights(list(plan.names), list(plan.deps), plan.latency, ii) or plan.latency
     position = {n: i for i, n in enumerate(plan.names)}
     return sorted(plan.names, key=lambda n: (-height[n], position[n]))
 
@@ -722,7 +722,7 @@ def _chain_order(plan: _Plan, ii: int) -> list[str]:
     unordered ancestors of a blocked reader, so an accumulator's correction joins the chain whose
     MMA it closes), the highest first; a new chain starts at the highest ready op. Each chain of
     values is thus ordered whole before the next one starts."""
-    height = _heights(list(plan.names), list(plan.deps), dict.fromkeys(plan.names, 0), ii) or dict.fromkeys(plan.names, 0)
+    height = heights(list(plan.names), list(plan.deps), dict.fromkeys(plan.names, 0), ii) or dict.fromkeys(plan.names, 0)
     position = {n: i for i, n in enumerate(plan.names)}
     waiting = {n: sum(1 for d in plan.preds[n] if d.distance == 0) for n in plan.names}
     latest = dict.fromkeys(plan.names, -1)  # when the op was last wanted by the ordered chain
@@ -755,8 +755,8 @@ def _chain_order(plan: _Plan, ii: int) -> list[str]:
 
 
 # -- placement ----------------------------------------------------------------------------------
-class _CachedMrt(_Mrt):
-    """``ims._Mrt`` with each resource's load profile kept until a placement on it changes: a
+class _CachedMrt(ModuloTable):
+    """``ims.ModuloTable`` with each resource's load profile kept until a placement on it changes: a
     storage-aware attempt asks for the same profiles many times between two placements."""
 
     def __init__(self, ii: int, capacity: Mapping[str, int]) -> None:
@@ -768,7 +768,7 @@ class _CachedMrt(_Mrt):
             self._cache[resource] = super()._profile(resource)
         return self._cache[resource]
 
-    def place(self, name: str, t: int, segments: Iterable[_Segment]) -> None:
+    def place(self, name: str, t: int, segments: Iterable[Segment]) -> None:
         segments = tuple(segments)
         super().place(name, t, segments)
         for seg in segments:

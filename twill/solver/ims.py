@@ -46,13 +46,14 @@ from twill.solver.assemble import Assignment, assemble, copies_needed
 from twill.solver.strategies import producer_consumer_split
 from twill.validate import validate
 
-__all__ = ["ImsResult", "iterative_modulo_schedule", "ims_swp", "ims_triton_split", "LINEAR_STEPS"]
+__all__ = ["ImsResult", "iterative_modulo_schedule", "ims_swp", "ims_triton_split", "LINEAR_STEPS", "Dep", "Segment",
+           "ModuloTable", "heights", "reservation_plan"]
 
 LINEAR_STEPS = 8  # Rau's +1 steps of II before the step starts doubling
 
 
 @dataclass(frozen=True, slots=True)
-class _Segment:
+class Segment:
     """One row of an op's reservation table: ``amount`` of ``resource`` for ``length`` cycles from
     ``offset`` cycles after issue. Resources are unit names and ``issue[g]`` slots of groups."""
 
@@ -63,7 +64,7 @@ class _Segment:
 
 
 @dataclass(frozen=True, slots=True)
-class _Dep:
+class Dep:
     """A dependence with its effective latency (plus the hand-off cost when it crosses groups)."""
 
     src: str
@@ -98,7 +99,7 @@ def _arc_overlap(b1: int, l1: int, b2: int, l2: int, ii: int) -> bool:
     return (b2 - b1) % ii < l1 or (b1 - b2) % ii < l2
 
 
-class _Mrt:
+class ModuloTable:
     """Per resource, the reservations placed so far: (op, absolute begin, length, amount)."""
 
     def __init__(self, ii: int, capacity: Mapping[str, int]) -> None:
@@ -128,7 +129,7 @@ class _Mrt:
             pieces.append((last, ii, load))
         return base, pieces
 
-    def forbidden(self, seg: _Segment) -> list[tuple[int, int]] | None:
+    def forbidden(self, seg: Segment) -> list[tuple[int, int]] | None:
         """Issue cycles (as arcs (residue, length) of II) at which ``seg`` would overload its
         resource; None when every cycle would."""
         ii, cap = self.ii, self.capacity[seg.resource]
@@ -148,13 +149,13 @@ class _Mrt:
                 arcs.append(((lo - rest + 1 - seg.offset) % ii, size))
         return arcs
 
-    def colliders(self, seg: _Segment, t: int) -> set[str]:
+    def colliders(self, seg: Segment, t: int) -> set[str]:
         """Ops whose reservations share a cycle with ``seg`` issued at ``t`` on its resource."""
         begin = t + seg.offset
         return {name for name, b, length, _ in self.placed.get(seg.resource, ())
                 if _arc_overlap(begin, seg.length, b, length, self.ii)}
 
-    def place(self, name: str, t: int, segments: Iterable[_Segment]) -> None:
+    def place(self, name: str, t: int, segments: Iterable[Segment]) -> None:
         for seg in segments:
             self.placed.setdefault(seg.resource, []).append((name, t + seg.offset, seg.length, seg.amount))
 
@@ -187,7 +188,7 @@ def _first_free(arcs: list[tuple[int, int]], earliest: int, ii: int) -> int | No
 
 
 # -- the scheduler --------------------------------------------------------------------------------
-def _heights(names: list[str], deps: list[_Dep], base: Mapping[str, int], ii: int) -> dict[str, int] | None:
+def heights(names: list[str], deps: list[Dep], base: Mapping[str, int], ii: int) -> dict[str, int] | None:
     """Rau's HeightR: the longest latency path (latency - II * distance) to the end of the
     iteration; None when a recurrence cannot meet this II (a positive cycle)."""
     h = dict(base)
@@ -202,34 +203,34 @@ def _heights(names: list[str], deps: list[_Dep], base: Mapping[str, int], ii: in
     return None
 
 
-def _rec_mii(names: list[str], deps: list[_Dep]) -> int:
+def _rec_mii(names: list[str], deps: list[Dep]) -> int:
     """The smallest II at which no recurrence of the effective latencies is violated."""
     zero = dict.fromkeys(names, 0)
-    if _heights(names, deps, zero, 0) is not None:
+    if heights(names, deps, zero, 0) is not None:
         return 0
     lo, hi = 0, sum(d.latency for d in deps) + 1  # every cycle has distance >= 1 (LoopBody), so hi holds
     while hi - lo > 1:
         mid = (lo + hi) // 2
-        lo, hi = (lo, mid) if _heights(names, deps, zero, mid) is not None else (mid, hi)
+        lo, hi = (lo, mid) if heights(names, deps, zero, mid) is not None else (mid, hi)
     return hi
 
 
-def _schedule_at(ii: int, names: list[str], deps: list[_Dep], segments: Mapping[str, tuple[_Segment, ...]],
+def _schedule_at(ii: int, names: list[str], deps: list[Dep], segments: Mapping[str, tuple[Segment, ...]],
                  capacity: Mapping[str, int], tails: Mapping[str, int], budget: int,
                  deadline: float | None = None) -> dict[str, int] | None:
     """One IterativeSchedule(II, budget) of Rau's paper; the issue cycle of every op, or None
     (also when ``time.monotonic()`` passes ``deadline``)."""
-    heights = _heights(names, deps, tails, ii)
-    if heights is None:
+    height = heights(names, deps, tails, ii)
+    if height is None:
         return None
     order = {n: i for i, n in enumerate(names)}
-    preds: dict[str, list[_Dep]] = {n: [] for n in names}
-    succs: dict[str, list[_Dep]] = {n: [] for n in names}
+    preds: dict[str, list[Dep]] = {n: [] for n in names}
+    succs: dict[str, list[Dep]] = {n: [] for n in names}
     for d in deps:
         if d.src != d.dst:  # a self-loop holds at every II >= its recurrence bound
             succs[d.src].append(d)
             preds[d.dst].append(d)
-    mrt = _Mrt(ii, capacity)
+    mrt = ModuloTable(ii, capacity)
     time_of: dict[str, int] = {}
     previous: dict[str, int] = {}
     unscheduled = set(names)
@@ -237,7 +238,7 @@ def _schedule_at(ii: int, names: list[str], deps: list[_Dep], segments: Mapping[
         if budget <= 0 or (deadline is not None and budget % 16 == 0 and time.monotonic() >= deadline):
             return None
         budget -= 1
-        op = max(unscheduled, key=lambda n: (heights[n], -order[n]))
+        op = max(unscheduled, key=lambda n: (height[n], -order[n]))
         estart = max([0] + [time_of[d.src] + d.latency - ii * d.distance for d in preds[op] if d.src in time_of])
         arcs: list[tuple[int, int]] = []
         full = False
@@ -320,7 +321,7 @@ def _size_groups(problem: Problem, options: SolveOptions, starts: Mapping[str, i
 
 
 # -- entry points ---------------------------------------------------------------------------------
-def _plan(problem: Problem, groups: Mapping[str, int] | None) -> tuple[list[_Dep], dict[str, tuple[_Segment, ...]],
+def reservation_plan(problem: Problem, groups: Mapping[str, int] | None) -> tuple[list[Dep], dict[str, tuple[Segment, ...]],
                                                                       dict[str, int], int]:
     """Effective dependences, reservation tables and capacities, and the II below which no
     schedule of this strategy exists (its own ResMII, issue slots included, and RecMII)."""
@@ -328,14 +329,14 @@ def _plan(problem: Problem, groups: Mapping[str, int] | None) -> tuple[list[_Dep
     capacity = dict(problem.capacity)
     for e in problem.edges:
         cost = problem.cross_group_cost(e) if groups is not None and groups[e.src] != groups[e.dst] else 0
-        deps.append(_Dep(e.src, e.dst, e.latency + cost, e.distance))
+        deps.append(Dep(e.src, e.dst, e.latency + cost, e.distance))
     for op in problem.ops:
-        segs = [_Segment(u.unit, u.offset, u.length, u.amount) for u in op.uses]
+        segs = [Segment(u.unit, u.offset, u.length, u.amount) for u in op.uses]
         hold = problem.hold(op.name)
         if groups is not None and hold:
             slot = f"issue[{groups[op.name]}]"
             capacity[slot] = 1
-            segs.append(_Segment(slot, 0, hold, 1))
+            segs.append(Segment(slot, 0, hold, 1))
         segments[op.name] = tuple(segs)
     work: dict[str, int] = {}
     for segs in segments.values():
@@ -346,7 +347,7 @@ def _plan(problem: Problem, groups: Mapping[str, int] | None) -> tuple[list[_Dep
     return deps, segments, capacity, max(res_mii, longest, _rec_mii([op.name for op in problem.ops], deps))
 
 
-def _sequential_ii(problem: Problem, deps: list[_Dep]) -> int:
+def _sequential_ii(problem: Problem, deps: list[Dep]) -> int:
     """An II at which one iteration runs alone, op after op: the search gives up above it."""
     span = sum(max(op.latency, problem.hold(op.name), op.busy_cycles) for op in problem.ops)
     return span + sum(d.latency for d in deps) + 1
@@ -405,7 +406,7 @@ def iterative_modulo_schedule(problem: Problem, options: SolveOptions | None = N
         missing = [op.name for op in problem.ops if op.name not in fixed]
         if missing:
             raise ValueError(f"groups: no group for ops {missing}")
-    deps, segments, capacity, start_ii = _plan(problem, fixed)
+    deps, segments, capacity, start_ii = reservation_plan(problem, fixed)
     start_ii = max(start_ii, lb, start or 0)
     names = [op.name for op in problem.ops]
     tails = {op.name: op.latency for op in problem.ops}

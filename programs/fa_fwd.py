@@ -88,13 +88,13 @@ def _subtile(b: LoopBuilder, arch: Arch, j: str, rows: int, n: int, d: int, dtyp
     else:
         s_value = qk
     # softmax on the rows of S
-    b.add(ops.alu(arch, f"rowmax{j}", rows * n, regs=rows, kind="softmax"))
+    b.add(ops.row_reduce(arch, f"rowmax{j}", rows * n, regs=rows, unit="alu", kind="softmax"))
     b.edge(s_value, f"rowmax{j}", blocking=not tmem)
     _running_max(b, arch, j, rows)
     b.add(ops.softmax_exp(arch, f"exp{j}", rows * n, regs=rows * n, kind="softmax"))
     b.edge(s_value, f"exp{j}")
     b.edge(f"max{j}", f"exp{j}")
-    b.add(ops.fp32(arch, f"rowsum{j}", rows * n, regs=rows, kind="softmax"))
+    b.add(ops.row_reduce(arch, f"rowsum{j}", rows * n, regs=rows, unit="fp32", kind="softmax"))
     b.edge(f"exp{j}", f"rowsum{j}")
     b.edge(f"alpha{j}", f"rowsum{j}")
     b.edge(f"rowsum{j}", f"rowsum{j}", distance=1)  # running sum l

@@ -224,6 +224,28 @@ def test_smem_facts_come_from_the_smem_benchmark():
     assert "smem_bytes_per_clk" not in {m.key for m in derive(load_results(RESULTS))}
 
 
+def test_warpgroup_step_rates_come_from_the_fa_consumer_benchmark():
+    """One warpgroup's softmax steps beside another warpgroup's wgmmas (issue 21): each rate is the step's work over
+    its measured cycles, below the per-SM pipe rate, and the source keeps the alone and paired numbers."""
+    # given
+    h200 = load_results(RESULTS_H200)
+    by_key = {m.key: m for m in derive(h200)}
+    steps = {(r["step"], r["mode"]): r for r in h200["fa_consumer"]["records"] if r["kind"] == "step"}
+    # then
+    for step, key, pipe, work in (("ex2", "mufu_ops_per_clk_warpgroup", "mufu_ops_per_clk", 8192),
+                                  ("rescale", "fp32_ops_per_clk_warpgroup", "fp32_ops_per_clk", 8192),
+                                  ("cast", "convert_ops_per_clk_warpgroup", "convert_ops_per_clk", 4096),
+                                  ("row_max", "alu_reduce_ops_per_clk_warpgroup", "alu_ops_per_clk", 8192),
+                                  ("row_sum", "fp32_reduce_ops_per_clk_warpgroup", "fp32_ops_per_clk", 8192)):
+        beside = steps[(step, "beside_wgmma")]
+        assert by_key[key].value == pytest.approx(work / beside["cycles"], abs=0.01)
+        assert by_key[key].value < by_key[pipe].value
+        assert beside["cycles"] > steps[(step, "alone")]["cycles"]  # the tensor cores' work slows every step
+        assert f"alone {steps[(step, 'alone')]['cycles']:.1f}" in by_key[key].how
+    # results without fa_consumer.json (the H100's) calibrate without these facts
+    assert not any(k.endswith("_warpgroup") for k in {m.key for m in derive(load_results(RESULTS))})
+
+
 def test_datasheet_snapshot_is_the_builtin_h100_before_calibration():
     """tests/data/h100_datasheet.toml, to which hand-worked tests pin their arithmetic, is the datasheet
     view of archs/h100.toml: every measured fact back at the value it replaced."""

@@ -3,14 +3,14 @@
     python bench/gpu/run_suite.py --out DIR [--only wgmma,tma] [--nvcc nvcc]
 
 Each benchmark is a CUDA C++ program in this folder (wgmma.cu, tma.cu, tma_loaded.cu, pipes.cu, sync.cu,
-smem.cu) built for
+smem.cu, fa_consumer.cu) built for
 sm_90a. Every program checks its own results against a host reference and marks a measurement
 ``"ok": false`` (with no time) when the check fails. This driver adds what the programs cannot see:
 the GPU's name, driver and clocks from nvidia-smi before and after, the date, the build command and
 the ptxas report, and the SASS instruction counts of every kernel (a benchmark whose kernels lack the
 instructions it means to time, or that ptxas serialised, is marked failed here).
 
-Output: DIR/{wgmma,tma,pipes,sync,smem,tma_loaded}.json, the input of ``twill calibrate --from-results DIR``.
+Output: DIR/{wgmma,tma,pipes,sync,smem,tma_loaded,fa_consumer}.json, the input of ``twill calibrate --from-results DIR``.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 BUILD = HERE / "build"
-BENCHES = ("wgmma", "tma", "pipes", "sync", "smem", "tma_loaded")
+BENCHES = ("wgmma", "tma", "pipes", "sync", "smem", "tma_loaded", "fa_consumer")
 ARCH_FLAGS = ["-gencode=arch=compute_90a,code=sm_90a"]
 NVCC_FLAGS = ["-O3", "-std=c++17", "-lineinfo", "-Xptxas", "-v", *ARCH_FLAGS]
 
@@ -67,6 +67,19 @@ METHOD = {
             "setmaxnreg dec 24 / inc 240 (FA3) and a dec/inc loop. Waits poll with try_wait, test_wait, or try_wait "
             "with CUTLASS's suspend hint (records' \"poll\"; one wait loop per kernel, a template argument). Tokens "
             "and data sums are checked.",
+    "fa_consumer": "the register work of a FlashAttention-forward consumer warpgroup (64 x 128 S and O tiles in wgmma "
+                   "accumulator layout, one warp per SM sub-partition), one CTA per SM. steps: one warpgroup runs 512 "
+                   "rounds of one softmax step (ex2 = FFMA + MUFU.EX2 per element; row max = two 32-deep FMNMX chains, "
+                   "2 shuffle stages, the running max; row sum = two 32-deep FADD chains, 2 shuffle stages, l*alpha + "
+                   "sum; rescale = 64 FMUL; cast = 32 F2FP packs) alone, beside a second warpgroup streaming 8 RS "
+                   "(P.V) + 8 SS (Q.K^T) wgmma m64n128k16 per commit group (or 16 SS), and paired with a second "
+                   "warpgroup running the same step; cycles per round by clock64 between named barriers of the "
+                   "warpgroup. consumer loop: twill's fa_opt consumer (alpha, rescale, cast, [turn: bar.sync], P.V RS + "
+                   "Q.K^T SS issue, [bar.arrive], row sum, wait_group 0, row max, running max, exp) over 256 KV steps "
+                   "with K and V resident in SMEM, one warpgroup alone or two taking turns; optional clock stamps "
+                   "(32-bit clock) split each step. Checks: every step's final values replayed on the host (bit-exact, "
+                   "ex2 within 1e-4), the partner's accumulators against the host's Q.K^T and P.V, the loop's O / l "
+                   "against fp64 attention within 4e-3 relative L2 per row.",
 }
 
 # What each benchmark's SASS must contain (kernel-name fragment -> opcode regex) and must not.
@@ -80,6 +93,11 @@ SASS_REQUIRED = {
     "smem": [("smem_kernelILb0", r"\bLDSM\b"), ("smem_kernelILb0", r"\bSTSM\b"), ("smem_kernelILb1", r"\bHGMMA\.64x64x16")],
     "sync": [("mbar_pingpong_kernel", r"\bSYNCS\."), ("named_barrier_kernel", r"\bBAR\.(SYNC|ARV)"),
              ("setmaxnreg_kernel", r"\bUSETMAXREG\b")],
+    "fa_consumer": [("wg_pipe_kernelILi0E", r"\bMUFU\.EX2\b"), ("wg_pipe_kernelILi1E", r"\bFMNMX\b"),
+                    ("wg_pipe_kernelILi2E", r"\bFADD\b"), ("wg_pipe_kernelILi3E", r"\bFMUL\b"),
+                    ("wg_pipe_kernelILi4E", r"\bF2FP\.F16\.F32\.PACK_AB\b"),
+                    ("wg_pipe_kernelILi0ELi1E", r"\bHGMMA\.64x128x16"),
+                    ("fa_loop_kernel", r"\bHGMMA\.64x128x16"), ("fa_loop_kernelILb1E", r"\bBAR\.ARV\b")],
 }
 # ptxas says so when it serialises wgmma or ignores setmaxnreg; either makes the timing meaningless.
 PTXAS_FATAL = re.compile(r"(wgmma[^\n]*serializ|serializ[^\n]*wgmma|C7508|setmaxnreg[^\n]*ignored)", re.I)
@@ -102,7 +120,7 @@ def _sources_hash(bench: str, nvcc: str) -> str:
 def build(bench: str, nvcc: str) -> tuple[Path, str]:
     """Compile one benchmark unless an identical build is already in build/; return (binary, ptxas log)."""
     BUILD.mkdir(exist_ok=True)
-    if bench in ("wgmma", "smem"):
+    if bench in ("wgmma", "smem", "fa_consumer"):
         sys.path.insert(0, str(HERE))
         import gen_wgmma  # the generator lives beside this script
 

@@ -36,7 +36,7 @@ __all__ = ["CalibrationError", "Measurement", "BENCHES", "load_results", "load_b
            "datasheet_toml", "fit_line", "run_suite", "gpu_name", "suite_script", "default_name"]
 
 BENCHES = ("wgmma", "tma", "pipes", "sync")
-OPTIONAL_BENCHES = ("smem", "tma_loaded")  # read when present (results recorded before issue 21 lack them)
+OPTIONAL_BENCHES = ("smem", "tma_loaded", "fa_consumer")  # read when present (older results lack them)
 # try_wait's suspend-time hint of the unquantized TMA latency records (CUTLASS's 0x989680 ns)
 SUSPEND_HINT_NS = 10_000_000
 SECTION_ORDER = ("chip", "limits", "units", "rates", "latencies", "sync", "features")
@@ -263,6 +263,8 @@ def derive(results: Mapping[str, dict], reference: Mapping[str, dict] | None = N
         f"({wait['iters']} in a row): {wait['cycles_per_iter']:.1f} cycles each", "sync")
     if "smem" in results:
         _smem(results, add)
+    if "fa_consumer" in results:
+        _warpgroup_steps(results, add)
     return m
 
 
@@ -439,6 +441,47 @@ def _smem(results: Mapping[str, dict], add) -> None:
         f"{opnd + beside:.0f} B/clk, more than the LSU path's {peak:.0f}: wgmma's operand reads do not draw on the "
         "LSU budget, they take priority over it" + _bulk_beside_wgmma(results)
         + " (informational: no built-in program's ops use SMEM bandwidth yet)", "smem")
+
+
+# One warpgroup's softmax steps (bench/gpu/fa_consumer.cu) -> [rates] key and the unit of work it counts:
+# (step, key, work per 64 x 128 tile, what the work is). The cost model reads each key where the arch has it.
+WARPGROUP_STEPS = (
+    ("ex2", "mufu_ops_per_clk_warpgroup", 8192, "exp2 results (an FFMA and a MUFU.EX2 each)"),
+    ("rescale", "fp32_ops_per_clk_warpgroup", 8192, "independent FMUL results"),
+    ("cast", "convert_ops_per_clk_warpgroup", 4096, "F2FP.F16.F32.PACK_AB instructions (two elements each)"),
+    ("row_max", "alu_reduce_ops_per_clk_warpgroup", 8192,
+     "elements reduced by the row max (two 32-deep FMNMX chains per thread, two shuffle stages, the running max)"),
+    ("row_sum", "fp32_reduce_ops_per_clk_warpgroup", 8192,
+     "elements reduced by the row sum (two 32-deep FADD chains per thread, two shuffle stages, l * alpha + sum)"),
+)
+
+
+def _warpgroup_steps(results: Mapping[str, dict], add) -> None:
+    """The rate at which one warpgroup (4 warps, one per SM sub-partition) issues each softmax step while
+    another warpgroup's wgmmas run on the tensor cores: the situation of every softmax step of a
+    two-consumer FlashAttention schedule. The per-SM pipe rates above are measured with 32 warps per SM;
+    one warp per sub-partition cannot hide the chains' latency, and the tensor cores' work slows its
+    register work further (SS-only wgmmas alike, so not the RS operand reads)."""
+    steps = {(r["step"], r["mode"]): r for r in _records(results, "fa_consumer", kind="step")}
+    sustained = float(_one(results, "wgmma", kind="sustained")["flops_per_clk_per_sm"])
+    loops = {(r["warpgroups"], r["stamped"]): float(r["cycles"]) for r in _records(results, "fa_consumer",
+                                                                                    kind="consumer_loop")}
+    for step, key, work, what in WARPGROUP_STEPS:
+        cyc = {mode: float(steps[(step, mode)]["cycles"]) for mode in ("alone", "beside_wgmma", "beside_wgmma_ss",
+                                                                       "pair")}
+        beside = steps[(step, "beside_wgmma")]
+        kept = float(beside["partner_flops_per_clk"]["median"])
+        starved = (f"; this step issues so densely that it starved the partner's wgmma issue (it kept {kept:.0f} "
+                   "FLOP/clk), so the number is close to alone and may undercharge the step beside queued wgmmas"
+                   if kept < 0.5 * sustained else "")
+        add("rates", key, round(work / cyc["beside_wgmma"], 2),
+            f"{work / cyc['beside_wgmma']:.2f} {what} per clock from one warpgroup while another warpgroup streams "
+            f"8 RS + 8 SS wgmma m64n128k16 (kept {kept:.0f} FLOP/clk): "
+            f"{cyc['beside_wgmma']:.1f} cycles per 64 x 128 tile (median of {beside['cycles_per_round']['n']} "
+            f"warpgroups x {beside['rounds']} rounds); alone {cyc['alone']:.1f}, beside 16 SS wgmmas "
+            f"{cyc['beside_wgmma_ss']:.1f}, two warpgroups on the step at once {cyc['pair']:.1f} each. The "
+            f"fa_opt consumer loop with K/V resident: {loops[(1, False)]:.0f} cycles per KV step alone, "
+            f"{loops[(2, False)]:.0f} with two consumers taking turns{starved}", "fa_consumer")
 
 
 def _bulk_beside_wgmma(results: Mapping[str, dict]) -> str:

@@ -152,6 +152,10 @@ class Arch:
         return out
 
 
+# The per-SM rate key of each register unit that ``CostModel.reduce`` charges a reduction to.
+_UNIT_RATES = {"alu": "alu_ops_per_clk", "fp32": "fp32_ops_per_clk"}
+
+
 def _cycles(x: float) -> int:
     return max(1, math.ceil(x - 1e-9))
 
@@ -176,24 +180,50 @@ class CostModel:
         busy = _cycles(flops / self.arch.rate(f"tensor_flops_per_clk_{dtype}"))
         return Cost(busy, busy + self.arch.latency("mma"))
 
+    def issue_rate(self, key: str) -> float:
+        """Results per clock of the register work that ``rates.key`` counts, issued by one warp group.
+
+        ``key`` (e.g. ``mufu_ops_per_clk``) is the pipe's per-SM rate, measured with every
+        sub-partition full of warps. Where the arch also has ``key + "_warpgroup"``, the rate one
+        warpgroup (one warp per sub-partition) reaches while the tensor cores run another group's
+        wgmmas, the lower of the two is charged: every register op of the built-in programs is issued
+        by such a group, beside tensor-core work (bench/gpu/fa_consumer.cu, issue 21).
+        """
+        rate = self.arch.rate(key)
+        group = self.arch.rates.get(f"{key}_warpgroup")
+        return min(rate, float(group.value)) if group is not None else rate
+
     def exp(self, n: int) -> Cost:
         """``n`` exponentials (ex2) on the MUFU."""
-        busy = _cycles(n / self.arch.rate("mufu_ops_per_clk"))
+        busy = _cycles(n / self.issue_rate("mufu_ops_per_clk"))
         return Cost(busy, busy + self.arch.latency("mufu"))
 
     def fp32(self, n: int) -> Cost:
         """``n`` FP32 FMA/FADD/FMUL results on the FP32 pipes."""
-        busy = _cycles(n / self.arch.rate("fp32_ops_per_clk"))
+        busy = _cycles(n / self.issue_rate("fp32_ops_per_clk"))
         return Cost(busy, busy + self.arch.latency("fp32"))
 
     def alu(self, n: int) -> Cost:
         """``n`` min/max/compare results on the integer/ALU pipe (row max)."""
-        busy = _cycles(n / self.arch.rate("alu_ops_per_clk"))
+        busy = _cycles(n / self.issue_rate("alu_ops_per_clk"))
         return Cost(busy, busy + self.arch.latency("fp32"))
 
     def convert(self, n: int) -> Cost:
         """``n`` FP32->FP16/BF16 pack instructions (two elements each)."""
-        busy = _cycles(n / self.arch.rate("convert_ops_per_clk"))
+        busy = _cycles(n / self.issue_rate("convert_ops_per_clk"))
+        return Cost(busy, busy + self.arch.latency("fp32"))
+
+    def reduce(self, n: int, unit: str) -> Cost:
+        """A row reduction of ``n`` elements on ``unit`` (``alu``: max, ``fp32``: sum): per thread a
+        dependent chain per row, then shuffle stages across the threads that share a row.
+
+        Charged at ``rates.{unit}_reduce_ops_per_clk_warpgroup`` where the arch measured one (the
+        chains are latency-bound in one warp per sub-partition), else at the unit's elementwise rate.
+        """
+        key = _UNIT_RATES[unit]
+        rate = self.arch.rate(key)
+        chain = self.arch.rates.get(f"{unit}_reduce_ops_per_clk_warpgroup")
+        busy = _cycles(n / (min(rate, float(chain.value)) if chain is not None else rate))
         return Cost(busy, busy + self.arch.latency("fp32"))
 
     def tma(self, nbytes: int) -> Cost:

@@ -10,8 +10,8 @@ from __future__ import annotations
 from twill.arch.model import Arch
 from twill.ir import Issuer, Op, Use
 
-__all__ = ["DTYPE_BYTES", "tma_load", "tma_store", "global_load", "mma", "exp", "fp32", "alu", "convert", "tmem_load",
-           "tmem_store", "softmax_exp", "softmax_exp_convert", "scale_store"]
+__all__ = ["DTYPE_BYTES", "tma_load", "tma_store", "global_load", "mma", "exp", "fp32", "alu", "convert", "row_reduce",
+           "tmem_load", "tmem_store", "softmax_exp", "softmax_exp_convert", "scale_store"]
 
 DTYPE_BYTES = {"fp16": 2, "bf16": 2, "fp8": 1, "fp32": 4}
 
@@ -80,6 +80,14 @@ def fp32(arch: Arch, name: str, n: int, regs: int, kind: str = "fp32") -> Op:
 def alu(arch: Arch, name: str, n: int, regs: int, kind: str = "reduce") -> Op:
     c = arch.cost.alu(n)
     return _sync(arch, name, "alu", c.busy, c.latency, regs, kind)
+
+
+def row_reduce(arch: Arch, name: str, n: int, regs: int, unit: str, kind: str = "reduce") -> Op:
+    """A row reduction of ``n`` elements on ``unit`` (``alu``: row max, ``fp32``: row sum): dependent
+    chains in each thread, then shuffles across the threads of a row, so it runs at the arch's reduction
+    rate where one is measured (``CostModel.reduce``), not at the pipe's elementwise rate."""
+    c = arch.cost.reduce(n, unit)
+    return _sync(arch, name, unit, c.busy, c.latency, regs, kind)
 
 
 def convert(arch: Arch, name: str, elements: int, regs: int, kind: str = "convert") -> Op:

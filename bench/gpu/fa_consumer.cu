@@ -1,0 +1,774 @@
+// The register work of a FlashAttention-forward consumer warpgroup on Hopper, as twill's generated kernel
+// (bench/codegen/fa_opt.json) and FA3 run it: one warpgroup of 4 warps (one warp per SM sub-partition)
+// owns a 64 x 128 S tile and a 64 x 128 O tile in wgmma accumulator layout, 64 FP32 values of each per
+// thread (two rows, 32 columns each).
+//
+//   kind rates (wg_pipe_kernel): one warpgroup runs `rounds` rounds of one softmax step on its 64 values
+//     per thread, shaped as the consumer issues it: ex2 (FFMA + MUFU.EX2 per element, independent),
+//     row max (two 32-deep FMNMX chains, two shuffle stages, the running max), row sum (two 32-deep FADD
+//     chains, two shuffle stages, l = l * alpha + sum), rescale (64 independent FMUL), cast (32 independent
+//     F2FP packs). Conditions: alone; beside a second warpgroup that streams the other consumer's
+//     tensor-core work (8 RS wgmma m64n128k16 P.V + 8 SS wgmma m64n128k16 Q.K^T per commit group, one
+//     group in flight) for as long, or beside 16 SS wgmmas per group (no register operand: whether the RS
+//     wgmma's register reads are what slows the step); and paired (both warpgroups run the same step: two warps per
+//     sub-partition, the pipe's rate when one warp cannot fill it).
+//   consumer loop (fa_loop_kernel): the whole consumer of twill's fa_opt kernel with K and V resident in
+//     shared memory (no TMA, no producer): per KV step alpha, rescale, cast, [turn], P.V (RS) and Q.K^T
+//     (SS) issue, [pass the turn], row sum, wait, row max, running max, exp. One warpgroup alone (the
+//     consumer's own chain) or two taking tensor-core turns on hardware named barriers (bar.sync 15/14,
+//     bar.arrive) exactly as the generated kernel does. Optional clock64 stamps split each step.
+//
+// Checks (a failed check reports no time): every kind's final per-thread values are recomputed on the
+// host (bit-exact for max, sums, products and packs; within 1e-4 for the approximate ex2); the partner's
+// accumulators equal the host's Q.K^T and P.V within 1e-3; the consumer loop's O / l equals the host's
+// fp64 softmax(Q K^T * scale) V (every KV block is the same tile, so n blocks give one block's
+// attention) within a relative L2 error of 4e-3 (the generated kernels' tolerance) for every row.
+#include <cuda_fp16.h>
+
+#include <array>
+#include <cstring>
+#include <random>
+
+#include "common.cuh"
+#include "wgmma_ops.cuh"
+
+constexpr int kRows = 128, kCols = 128;         // Q rows (two 64-row sub-tiles), head dim = KV block = 128
+constexpr int kTileBytes = kRows * kCols * 2;  // one fp16 128 x 128 tile in shared memory
+constexpr int kChunkBytes = kRows * 32;        // one 16-column K step of a 128-row tile (4 KiB)
+constexpr uint32_t kLbo = 128, kSbo = 256;      // no-swizzle core matrices (wgmma.json descriptor_probe)
+
+// ---------------------------------------------------------------------------------------------
+// layout helpers (host and device)
+// Byte offset of element (r, c) of a 128 x 128 fp16 tile stored as 8 K-step chunks of 128 rows x 32 bytes,
+// each chunk in 8-row x 16-byte core matrices (the layout of wgmma.cu, one chunk per 16 columns).
+__host__ __device__ __forceinline__ int tile_offset(int r, int c) {
+  const int cb = (c % 16) * 2;
+  return (c / 16) * kChunkBytes + ((r / 8) * 2 + cb / 16) * 128 + (r % 8) * 16 + cb % 16;
+}
+
+// Accumulator element i of a thread (wgmma m64nNk16, FP32 D): row within the warpgroup's 64 rows and column.
+__host__ __device__ __forceinline__ int acc_row(int warp, int lane, int i) { return 16 * warp + lane / 4 + 8 * ((i >> 1) & 1); }
+__host__ __device__ __forceinline__ int acc_col(int lane, int i) { return 8 * (i >> 2) + 2 * (lane % 4) + (i & 1); }
+// The k-th of the 32 elements of row half h (0: row g, 1: row g + 8) of a thread's 64.
+__host__ __device__ __forceinline__ constexpr int half_idx(int h, int k) { return (k >> 1) * 4 + h * 2 + (k & 1); }
+
+// ---------------------------------------------------------------------------------------------
+// device helpers
+__device__ __forceinline__ void wg_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
+__device__ __forceinline__ void wg_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
+template <int Pending>
+__device__ __forceinline__ void wg_wait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(Pending) : "memory");
+}
+template <int R>
+__device__ __forceinline__ void fence_f(float (&d)[R]) {
+#pragma unroll
+  for (int i = 0; i < R; ++i) asm volatile("" : "+f"(d[i])::"memory");
+}
+template <int R>
+__device__ __forceinline__ void fence_u(uint32_t (&d)[R]) {
+#pragma unroll
+  for (int i = 0; i < R; ++i) asm volatile("" : "+r"(d[i])::"memory");
+}
+
+__device__ __forceinline__ uint64_t make_desc(uint32_t saddr) {
+  return uint64_t((saddr >> 4) & 0x3FFF) | (uint64_t((kLbo >> 4) & 0x3FFF) << 16) |
+         (uint64_t((kSbo >> 4) & 0x3FFF) << 32);
+}
+
+__device__ __forceinline__ float ex2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
+__device__ __forceinline__ uint32_t pack_f16x2(float lo, float hi) {
+  uint32_t h;
+  asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(h) : "f"(hi), "f"(lo));
+  return h;
+}
+
+__device__ __forceinline__ void bar_sync(int id, int threads) {
+  asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
+}
+__device__ __forceinline__ void bar_arrive(int id, int threads) {
+  asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(threads) : "memory");
+}
+
+// O += P.V: 8 RS wgmma m64n128k16 (A = P from registers, 4 per K step; B = V^T chunk kk).
+__device__ __forceinline__ void issue_pv(float (&o)[64], const uint32_t (&a)[32], uint32_t vt, int acc) {
+#pragma unroll
+  for (int kk = 0; kk < 8; ++kk) {
+    const uint32_t f[4] = {a[4 * kk], a[4 * kk + 1], a[4 * kk + 2], a[4 * kk + 3]};
+    wgmma_rs<128, 0>(o, f, make_desc(vt + kk * kChunkBytes), acc | (kk != 0));
+  }
+}
+
+// S = Q_w.K^T: 8 SS wgmma m64n128k16, a fresh accumulator (scale-d 0 on the first K step).
+__device__ __forceinline__ void issue_qk(float (&s)[64], uint32_t q, uint32_t k) {
+#pragma unroll
+  for (int kk = 0; kk < 8; ++kk)
+    wgmma_ss<128, 0>(s, make_desc(q + kk * kChunkBytes), make_desc(k + kk * kChunkBytes), kk != 0);
+}
+
+// P (fp32, accumulator layout) -> the RS A fragments of P.V (fp16 pairs; register j of K step kk holds
+// row g + 8(j&1), columns 16kk + 8(j>>1) + 2t, +1: accumulator elements i0 = 4(2kk + (j>>1)) + 2(j&1), i0+1).
+__device__ __forceinline__ void cast_p(const float (&p)[64], uint32_t (&a)[32]) {
+#pragma unroll
+  for (int kk = 0; kk < 8; ++kk)
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const int i0 = 4 * (2 * kk + (j >> 1)) + 2 * (j & 1);
+      a[4 * kk + j] = pack_f16x2(p[i0], p[i0 + 1]);
+    }
+}
+
+// Row max as Triton emits it: a 32-deep chain per row, two butterfly stages across the quad.
+__device__ __forceinline__ void row_max(const float (&s)[64], float (&mx)[2]) {
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    float t = s[half_idx(h, 0)];
+#pragma unroll
+    for (int k = 1; k < 32; ++k) t = fmaxf(t, s[half_idx(h, k)]);
+    t = fmaxf(t, __shfl_xor_sync(0xFFFFFFFFu, t, 1));
+    t = fmaxf(t, __shfl_xor_sync(0xFFFFFFFFu, t, 2));
+    mx[h] = t;
+  }
+}
+
+__device__ __forceinline__ void row_sum(const float (&p)[64], float (&sum)[2]) {
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    float t = p[half_idx(h, 0)];
+#pragma unroll
+    for (int k = 1; k < 32; ++k) t += p[half_idx(h, k)];
+    t += __shfl_xor_sync(0xFFFFFFFFu, t, 1);
+    t += __shfl_xor_sync(0xFFFFFFFFu, t, 2);
+    sum[h] = t;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// shared-memory image: Q, K, V^T tiles (fp16, tile_offset layout) filled from row-major global copies
+struct Tiles {
+  const uint16_t* q;   // 128 x 128, row-major
+  const uint16_t* k;   // 128 keys x 128 dims
+  const uint16_t* vt;  // 128 dims x 128 keys (V transposed: K-major B of P.V)
+  const uint32_t* p0;  // the partner's constant P fragments: [128 threads][32]
+};
+
+__device__ void fill_tiles(uint8_t* smem, const Tiles& t) {
+  const uint16_t* src[3] = {t.q, t.k, t.vt};
+  for (int m = 0; m < 3; ++m)
+    for (int e = threadIdx.x; e < kRows * kCols; e += blockDim.x)
+      *reinterpret_cast<uint16_t*>(smem + m * kTileBytes + tile_offset(e / kCols, e % kCols)) = src[m][e];
+  fence_proxy_async_smem();  // generic-proxy stores read next by the tensor cores
+  __syncthreads();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Part 1: one softmax step's rate from one warpgroup
+enum Kind : int { kEx2 = 0, kRowMax, kRowSum, kRescale, kCast, kKinds };
+static const char* kKindName[kKinds] = {"ex2", "row_max", "row_sum", "rescale", "cast"};
+// instructions of the step per thread and round, for the record
+static const char* kKindShape[kKinds] = {
+    "64 x (FFMA + MUFU.EX2), independent",
+    "2 rows x (32-deep FMNMX chain from the running max, 2 x (SHFL.BFLY + FMNMX), FMUL + FMNMX)",
+    "2 rows x (FFMA + 31-deep FADD chain, 2 x (SHFL.BFLY + FADD), FFMA l = l * alpha + sum)",
+    "64 FMUL, independent",
+    "32 F2FP.F16.F32.PACK_AB, independent"};
+// elements of the 64 x 128 tile the step processes per round (its n in the cost model)
+static const int kKindElems[kKinds] = {8192, 8192, 8192, 8192, 8192};
+
+enum Mode : int { kAlone = 0, kBeside = 1, kPair = 2, kBesideSS = 3 };
+static const char* kModeName[4] = {"alone", "beside_wgmma", "pair", "beside_wgmma_ss"};
+
+struct PipeParams {
+  int rounds;
+  float neg1, zero, half, shrink, one, hi;  // runtime constants the compiler cannot fold
+};
+
+struct PipeOut {
+  uint64_t cycles[2];  // per warpgroup running the step (second: pair mode only)
+  uint64_t partner_cycles, partner_groups, ns;
+  uint32_t smid, pad;
+};
+
+__host__ __device__ inline float init_value(int kind, int tid, int i) {
+  uint32_t h = uint32_t(tid) * 0x9E3779B1u ^ uint32_t(i + 1) * 0x85EBCA77u;
+  h ^= h >> 16;
+  const float u = float(h & 0xFFFF) / 65536.f;  // [0, 1)
+  switch (kind) {
+    case kEx2: return 0.25f + 0.5f * u;
+    case kRescale: return 1.f + u;
+    case kCast: return 1.f + u / 64.f;
+    default: return u - 0.5f;
+  }
+}
+
+template <int KIND>
+__device__ __forceinline__ void pipe_round(float (&x)[64], float (&m)[2], const PipeParams& pp) {
+  if constexpr (KIND == kEx2) {
+#pragma unroll
+    for (int i = 0; i < 64; ++i) x[i] = ex2(fmaf(x[i], pp.neg1, pp.zero));
+  } else if constexpr (KIND == kRowMax) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      float t = m[h];
+#pragma unroll
+      for (int k = 0; k < 32; ++k) t = fmaxf(t, x[half_idx(h, k)]);
+      t = fmaxf(t, __shfl_xor_sync(0xFFFFFFFFu, t, 1));
+      t = fmaxf(t, __shfl_xor_sync(0xFFFFFFFFu, t, 2));
+      m[h] = fmaxf(m[h], t * pp.one);
+    }
+  } else if constexpr (KIND == kRowSum) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      float t = fmaf(m[h], pp.zero, x[half_idx(h, 0)]);
+#pragma unroll
+      for (int k = 1; k < 32; ++k) t += x[half_idx(h, k)];
+      t += __shfl_xor_sync(0xFFFFFFFFu, t, 1);
+      t += __shfl_xor_sync(0xFFFFFFFFu, t, 2);
+      m[h] = fmaf(m[h], pp.half, t);
+    }
+  } else if constexpr (KIND == kRescale) {
+#pragma unroll
+    for (int i = 0; i < 64; ++i) x[i] *= (i & 2) ? pp.shrink : pp.one;
+  } else if constexpr (KIND == kCast) {
+#pragma unroll
+    for (int j = 0; j < 32; ++j) x[j] = __uint_as_float(pack_f16x2(x[j], pp.hi));
+  }
+}
+
+// Warpgroup 0 runs the step; warpgroup 1 streams P.V + Q.K^T wgmmas (kBeside) or runs the step too (kPair).
+template <int KIND, int MODE>
+__global__ void __launch_bounds__(256, 1)
+    wg_pipe_kernel(Tiles tiles, PipeParams pp, float* out, PipeOut* times) {
+  extern __shared__ __align__(1024) uint8_t smem[];
+  __shared__ volatile int done;
+  __shared__ volatile int stop_all;
+  __shared__ unsigned long long t0;
+  const int tid = threadIdx.x, wg = tid / 128, wtid = tid % 128;
+  if (MODE == kBeside || MODE == kBesideSS) fill_tiles(smem, tiles);
+  if (tid == 0) done = 0;
+  __syncthreads();
+  if (tid == 0) t0 = clock_cycles();
+  __syncthreads();
+  const uint64_t g0 = global_ns();
+  if (wg == 0 || MODE == kPair) {
+    float x[64], m[2] = {0.f, 0.f};
+#pragma unroll
+    for (int i = 0; i < 64; ++i) x[i] = init_value(KIND, wtid, i);
+    bar_sync(1 + wg, 128);
+    const uint64_t c0 = clock_cycles();
+    for (int r = 0; r < pp.rounds; ++r) pipe_round<KIND>(x, m, pp);
+    bar_sync(1 + wg, 128);
+    const uint64_t c1 = clock_cycles();
+    if (wtid == 0) {
+      times[blockIdx.x].cycles[wg] = c1 - c0;
+      if (wg == 0) done = 1;
+    }
+    if (blockIdx.x == 0) {
+#pragma unroll
+      for (int i = 0; i < 64; ++i) out[(wg * 128 + wtid) * 66 + i] = x[i];
+      out[(wg * 128 + wtid) * 66 + 64] = m[0];
+      out[(wg * 128 + wtid) * 66 + 65] = m[1];
+    }
+  } else if (MODE == kBeside || MODE == kBesideSS) {
+    float s[64], o[64];
+    uint32_t a[32];
+#pragma unroll
+    for (int i = 0; i < 32; ++i) a[i] = tiles.p0[wtid * 32 + i];
+    const uint32_t q = smem_addr(smem) + 64 * 32, k = smem_addr(smem + kTileBytes), vt = smem_addr(smem + 2 * kTileBytes);
+    const uint64_t c0 = clock_cycles();
+    uint64_t groups = 0;
+    bool stop = false;
+    do {
+      wg_fence();
+      if (MODE == kBeside)
+        issue_pv(o, a, vt, 0);
+      else
+        issue_qk(o, q, k);  // O = S: the same check, SS only
+      issue_qk(s, q, k);
+      wg_commit();
+      wg_wait<1>();
+      ++groups;
+      // wgmma is .aligned: all four warps must leave the loop after the same group, so one thread reads
+      // the flag and the warpgroup agrees on it through shared memory between two named barriers
+      if (wtid == 0) stop_all = done;
+      bar_sync(3, 128);
+      stop = stop_all;
+      bar_sync(3, 128);
+    } while (!stop);
+    wg_wait<0>();
+    fence_f(s);
+    fence_f(o);
+    fence_u(a);
+    const uint64_t c1 = clock_cycles();
+    if (wtid == 0) {
+      times[blockIdx.x].partner_cycles = c1 - c0;
+      times[blockIdx.x].partner_groups = groups;
+    }
+    if (blockIdx.x == 0) {
+#pragma unroll
+      for (int i = 0; i < 64; ++i) {
+        out[(128 + wtid) * 66 + i] = s[i];
+        out[2 * 128 * 66 + wtid * 64 + i] = o[i];
+      }
+    }
+  }
+  __syncthreads();
+  if (tid == 0) {
+    times[blockIdx.x].ns = global_ns() - g0;
+    times[blockIdx.x].smid = sm_id();
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Part 2: the consumer loop
+struct LoopOut {
+  uint64_t cycles[2];     // per warpgroup, from the end of the prologue to the end of the last KV step
+  uint32_t stamps[2][5];  // kStamp: summed cycles of [alpha..cast, turn wait, wgmma issue, issue..wait, rowmax..exp]
+  uint64_t ns;
+  uint32_t smid, pad;
+};
+
+__device__ __forceinline__ uint32_t clock32() {
+  uint32_t c;
+  asm volatile("mov.u32 %0, %%clock;" : "=r"(c)::"memory");
+  return c;
+}
+
+// The consumer's registers: S, P (exps), O accumulators, P's fp16 fragments, row statistics.
+struct Consumer {
+  float s[64], p[64], o[64], m[2], m_old[2], l[2];
+  uint32_t a[32];
+};
+
+__device__ __forceinline__ void max_and_exp(Consumer& c, float scale) {
+  float mx[2];
+  row_max(c.s, mx);
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    c.m_old[h] = c.m[h];
+    c.m[h] = fmaxf(c.m[h], mx[h] * scale);
+  }
+#pragma unroll
+  for (int i = 0; i < 64; ++i) c.p[i] = ex2(fmaf(c.s[i], scale, -c.m[(i >> 1) & 1]));
+}
+
+// One KV step of the generated kernel's consumer (fa_opt.py, partition_g1's loop body); kLast: the
+// epilogue step, P.V of the last block only. Stamps (32-bit clocks) split it when kStamp.
+template <bool kPingPong, bool kStamp, bool kLast>
+__device__ __forceinline__ void kv_step(Consumer& c, int w, uint32_t q, uint32_t k, uint32_t vt, float scale,
+                                        uint32_t& ta, uint32_t (&st)[5]) {
+  float alpha[2], sum[2];
+#pragma unroll
+  for (int h = 0; h < 2; ++h) alpha[h] = ex2(c.m_old[h] - c.m[h]);
+#pragma unroll
+  for (int i = 0; i < 64; ++i) c.o[i] *= alpha[(i >> 1) & 1];
+  cast_p(c.p, c.a);
+  uint32_t tb = 0, tc = 0, td = 0, te = 0;
+  if (kStamp) tb = clock32();
+  if (kPingPong) bar_sync(15 - w, 256);  // wait for this warpgroup's tensor-core turn
+  if (kStamp) tc = clock32();
+  wg_fence();
+  issue_pv(c.o, c.a, vt, 1);
+  if (!kLast) issue_qk(c.s, q, k);
+  wg_commit();
+  if (kStamp) td = clock32();
+  if (kPingPong && !(kLast && w == 1)) bar_arrive(14 + w, 256);  // pass the turn
+  row_sum(c.p, sum);
+#pragma unroll
+  for (int h = 0; h < 2; ++h) c.l[h] = fmaf(c.l[h], alpha[h], sum[h]);
+  wg_wait<0>();
+  fence_f(c.s);
+  fence_f(c.o);
+  fence_u(c.a);
+  if (kStamp) te = clock32();
+  if (!kLast) max_and_exp(c, scale);
+  if (kStamp) {
+    const uint32_t tf = clock32();
+    st[0] += tb - ta;
+    st[1] += tc - tb;
+    st[2] += td - tc;
+    st[3] += te - td;
+    st[4] += tf - te;
+    ta = tf;
+  }
+}
+
+template <bool kPingPong, bool kStamp>
+__global__ void __launch_bounds__(256, 1)
+    fa_loop_kernel(Tiles tiles, int n, float scale, float* out, LoopOut* times) {
+  extern __shared__ __align__(1024) uint8_t smem[];
+  fill_tiles(smem, tiles);
+  const int tid = threadIdx.x, w = tid / 128, warp = (tid % 128) / 32, lane = tid % 32;
+  const uint32_t q = smem_addr(smem) + w * 64 * 32, k = smem_addr(smem + kTileBytes),
+                 vt = smem_addr(smem + 2 * kTileBytes);
+  Consumer c;
+#pragma unroll
+  for (int i = 0; i < 64; ++i) c.o[i] = 0.f;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    c.m[h] = -INFINITY;
+    c.l[h] = 0.f;
+  }
+  uint32_t st[5] = {0, 0, 0, 0, 0};
+  // prologue: S of step 0, its row max and exps (both warpgroups at once, as the generated kernel does)
+  wg_fence();
+  issue_qk(c.s, q, k);
+  wg_commit();
+  wg_wait<0>();
+  fence_f(c.s);
+  max_and_exp(c, scale);
+  if (kPingPong) {
+    __syncthreads();
+    if (w == 1) bar_arrive(15, 256);  // round -1: the first turn is warpgroup 0's
+  }
+  const uint64_t c0 = clock_cycles(), g0 = global_ns();
+  uint32_t ta = clock32();
+  for (int t = 1; t < n; ++t) kv_step<kPingPong, kStamp, false>(c, w, q, k, vt, scale, ta, st);
+  kv_step<kPingPong, kStamp, true>(c, w, q, k, vt, scale, ta, st);
+  const uint64_t c1 = clock_cycles(), g1 = global_ns();
+  if ((tid % 128) == 0) {
+    times[blockIdx.x].cycles[w] = c1 - c0;
+#pragma unroll
+    for (int j = 0; j < 5; ++j) times[blockIdx.x].stamps[w][j] = st[j];
+    if (w == 0) times[blockIdx.x].ns = g1 - g0;
+  }
+  if (blockIdx.x == 0) {
+#pragma unroll
+    for (int i = 0; i < 64; ++i)
+      out[(64 * w + acc_row(warp, lane, i)) * kCols + acc_col(lane, i)] = c.o[i] / c.l[(i >> 1) & 1];
+  }
+  __syncthreads();
+  if (tid == 0) times[blockIdx.x].smid = sm_id();
+}
+
+// ---------------------------------------------------------------------------------------------
+// host
+static uint16_t h_f16(float v) {
+  __half h = __float2half_rn(v);
+  uint16_t b;
+  std::memcpy(&b, &h, 2);
+  return b;
+}
+static float f16_h(uint16_t b) {
+  __half h;
+  std::memcpy(&h, &b, 2);
+  return __half2float(h);
+}
+
+struct HostTiles {
+  std::vector<uint16_t> q, k, vt;
+  std::vector<uint32_t> p0;
+  std::vector<float> qf, kf, vtf, p0f;  // decoded values; p0f row-major 64 x 128
+};
+
+static HostTiles make_tiles(std::mt19937& rng) {
+  std::uniform_real_distribution<float> uni(-1.f, 1.f);
+  HostTiles h;
+  for (auto* v : {&h.q, &h.k, &h.vt}) {
+    v->resize(kRows * kCols);
+    for (auto& e : *v) e = h_f16(uni(rng));
+  }
+  for (auto [src, dst] : {std::pair{&h.q, &h.qf}, {&h.k, &h.kf}, {&h.vt, &h.vtf}}) {
+    dst->resize(src->size());
+    for (size_t i = 0; i < src->size(); ++i) (*dst)[i] = f16_h((*src)[i]);
+  }
+  // The partner's P: 64 x 128 values in (0, 1], fragments as cast_p lays them out.
+  h.p0f.resize(64 * kCols);
+  for (auto& e : h.p0f) e = f16_h(0.5f + 0.5f * uni(rng));
+  h.p0.resize(128 * 32);
+  for (int t = 0; t < 128; ++t) {
+    const int warp = t / 32, lane = t % 32, g = lane / 4 + 16 * warp, c = lane % 4;
+    for (int kk = 0; kk < 8; ++kk)
+      for (int j = 0; j < 4; ++j) {
+        const int row = g + 8 * (j & 1), col = 16 * kk + 8 * (j >> 1) + 2 * c;
+        h.p0[t * 32 + 4 * kk + j] = uint32_t(h_f16(h.p0f[row * kCols + col])) |
+                                    (uint32_t(h_f16(h.p0f[row * kCols + col + 1])) << 16);
+      }
+  }
+  return h;
+}
+
+struct DevTiles {
+  Tiles t{};
+  std::vector<void*> bufs;
+  explicit DevTiles(const HostTiles& h) {
+    auto up = [&](const void* src, size_t bytes) {
+      void* d = nullptr;
+      CK(cudaMalloc(&d, bytes));
+      CK(cudaMemcpy(d, src, bytes, cudaMemcpyHostToDevice));
+      bufs.push_back(d);
+      return d;
+    };
+    t.q = static_cast<const uint16_t*>(up(h.q.data(), h.q.size() * 2));
+    t.k = static_cast<const uint16_t*>(up(h.k.data(), h.k.size() * 2));
+    t.vt = static_cast<const uint16_t*>(up(h.vt.data(), h.vt.size() * 2));
+    t.p0 = static_cast<const uint32_t*>(up(h.p0.data(), h.p0.size() * 4));
+  }
+  ~DevTiles() {
+    for (void* b : bufs) cudaFree(b);
+  }
+};
+
+// Host replay of one kind's rounds for thread `tid` of the warpgroup (the quad's shuffles need its
+// neighbours, so all 128 threads are replayed together).
+static void replay(int kind, const PipeParams& pp, std::vector<std::vector<double>>& x, std::vector<std::array<double, 2>>& m) {
+  for (int r = 0; r < pp.rounds; ++r) {
+    if (kind == kEx2) {
+      for (auto& v : x)
+        for (auto& e : v) e = std::exp2(-e);
+    } else if (kind == kRowMax || kind == kRowSum) {
+      std::vector<std::array<float, 2>> part(128);
+      for (int t = 0; t < 128; ++t)
+        for (int h = 0; h < 2; ++h) {
+          float a = kind == kRowMax ? float(m[t][h]) : std::fma(float(m[t][h]), 0.f, float(x[t][half_idx(h, 0)]));
+          for (int k = kind == kRowMax ? 0 : 1; k < 32; ++k)
+            a = kind == kRowMax ? std::fmax(a, float(x[t][half_idx(h, k)])) : a + float(x[t][half_idx(h, k)]);
+          part[t][h] = a;
+        }
+      for (int stage : {1, 2}) {
+        auto prev = part;
+        for (int t = 0; t < 128; ++t)
+          for (int h = 0; h < 2; ++h) {
+            const float o = prev[t ^ stage][h];
+            part[t][h] = kind == kRowMax ? std::fmax(prev[t][h], o) : prev[t][h] + o;
+          }
+      }
+      for (int t = 0; t < 128; ++t)
+        for (int h = 0; h < 2; ++h)
+          m[t][h] = kind == kRowMax ? std::fmax(float(m[t][h]), part[t][h] * pp.one)
+                                    : std::fma(float(m[t][h]), pp.half, part[t][h]);
+    } else if (kind == kRescale) {
+      for (auto& v : x)
+        for (int i = 0; i < 64; ++i) v[i] = float(v[i]) * ((i & 2) ? pp.shrink : pp.one);
+    } else if (kind == kCast) {
+      for (auto& v : x)
+        for (int j = 0; j < 32; ++j) {
+          const uint32_t bits = uint32_t(h_f16(float(v[j]))) | (uint32_t(h_f16(pp.hi)) << 16);
+          float f;
+          std::memcpy(&f, &bits, 4);
+          v[j] = f;
+        }
+    }
+  }
+}
+
+// Largest relative error of warpgroup `wg`'s values in `out` against the host replay.
+static double check_kind(int kind, const PipeParams& pp, const std::vector<float>& out, int wg) {
+  std::vector<std::vector<double>> x(128, std::vector<double>(64));
+  std::vector<std::array<double, 2>> m(128, {0.0, 0.0});
+  for (int t = 0; t < 128; ++t)
+    for (int i = 0; i < 64; ++i) x[t][i] = init_value(kind, t, i);
+  replay(kind, pp, x, m);
+  double worst = 0;
+  for (int t = 0; t < 128; ++t) {
+    for (int i = 0; i < 66; ++i) {
+      const double ref = i < 64 ? x[t][i] : m[t][i - 64];
+      const double v = out[(wg * 128 + t) * 66 + i];
+      const double err = std::isfinite(v) ? std::fabs(v - ref) / std::max(std::fabs(ref), 1e-30) : INFINITY;
+      worst = std::max(worst, err);
+    }
+  }
+  return worst;
+}
+
+// The partner's accumulators: S = Q[64..127].K^T and O = P0.V (each commit group recomputes both).
+static double check_partner(const HostTiles& h, const std::vector<float>& out, bool ss_only) {
+  double worst = 0, maxref = 0;
+  std::vector<double> sref(64 * 128), oref(64 * 128);
+  for (int r = 0; r < 64; ++r)
+    for (int c = 0; c < 128; ++c) {
+      double a = 0, b = 0;
+      for (int kk = 0; kk < 128; ++kk) {
+        a += double(h.qf[(64 + r) * kCols + kk]) * h.kf[c * kCols + kk];
+        b += ss_only ? double(h.qf[(64 + r) * kCols + kk]) * h.kf[c * kCols + kk]
+                     : double(h.p0f[r * kCols + kk]) * h.vtf[c * kCols + kk];
+      }
+      sref[r * 128 + c] = a;
+      oref[r * 128 + c] = b;
+      maxref = std::max({maxref, std::fabs(a), std::fabs(b)});
+    }
+  for (int t = 0; t < 128; ++t)
+    for (int i = 0; i < 64; ++i) {
+      const int row = acc_row(t / 32, t % 32, i), col = acc_col(t % 32, i);
+      const double vs = out[(128 + t) * 66 + i], vo = out[2 * 128 * 66 + t * 64 + i];
+      const double es = std::isfinite(vs) ? std::fabs(vs - sref[row * 128 + col]) : INFINITY;
+      const double eo = std::isfinite(vo) ? std::fabs(vo - oref[row * 128 + col]) : INFINITY;
+      worst = std::max({worst, es, eo});
+    }
+  return worst / std::max(maxref, 1e-30);
+}
+
+// Worst per-row relative L2 error of O / l against fp64 attention of one KV block.
+static double check_attention(const HostTiles& h, const std::vector<float>& out, float scale_log2, int rows) {
+  double worst = 0;
+  for (int r = 0; r < rows; ++r) {
+    std::vector<double> sc(kCols);
+    double mxv = -INFINITY, den = 0;
+    for (int c = 0; c < kCols; ++c) {
+      double a = 0;
+      for (int kk = 0; kk < kCols; ++kk) a += double(h.qf[r * kCols + kk]) * h.kf[c * kCols + kk];
+      sc[c] = a * scale_log2;
+      mxv = std::max(mxv, sc[c]);
+    }
+    for (auto& e : sc) {
+      e = std::exp2(e - mxv);
+      den += e;
+    }
+    double num = 0, nrm = 0;
+    for (int d = 0; d < kCols; ++d) {
+      double ref = 0;
+      for (int c = 0; c < kCols; ++c) ref += sc[c] * h.vtf[d * kCols + c];
+      ref /= den;
+      const double v = out[r * kCols + d];
+      num += std::isfinite(v) ? (v - ref) * (v - ref) : INFINITY;
+      nrm += ref * ref;
+    }
+    worst = std::max(worst, std::sqrt(num / std::max(nrm, 1e-30)));
+  }
+  return worst;
+}
+
+template <int KIND, int MODE>
+static void run_kind(Report& report, const HostTiles& h, const DevTiles& d, int rounds, int launches) {
+  const int sms = sm_count();
+  auto kernel = wg_pipe_kernel<KIND, MODE>;
+  CK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kOneCtaPerSmSmem));
+  const PipeParams pp{rounds, -1.f, 0.f, 0.5f, 0.99999994f, 1.f, 1.875f};
+  const int outn = 2 * 128 * 66 + 128 * 64;
+  float* dout = nullptr;
+  PipeOut* dt = nullptr;
+  CK(cudaMalloc(&dout, sizeof(float) * outn));
+  CK(cudaMalloc(&dt, sizeof(PipeOut) * sms));
+  std::vector<double> cyc, mhz, mma;
+  double worst = 0, partner = 0;
+  bool ok = true;
+  std::vector<uint32_t> ids;
+  for (int l = 0; l <= launches; ++l) {
+    CK(cudaMemset(dout, 0xFF, sizeof(float) * outn));
+    CK(cudaMemset(dt, 0, sizeof(PipeOut) * sms));
+    kernel<<<sms, 256, kOneCtaPerSmSmem>>>(d.t, pp, dout, dt);
+    CK_LAUNCH();
+    std::vector<float> out(outn);
+    std::vector<PipeOut> t(sms);
+    CK(cudaMemcpy(out.data(), dout, sizeof(float) * outn, cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(t.data(), dt, sizeof(PipeOut) * sms, cudaMemcpyDeviceToHost));
+    for (int wg = 0; wg < (MODE == kPair ? 2 : 1); ++wg) worst = std::max(worst, check_kind(KIND, pp, out, wg));
+    if (MODE == kBeside || MODE == kBesideSS) partner = std::max(partner, check_partner(h, out, MODE == kBesideSS));
+    if (l == 0) continue;  // warm-up
+    ids.clear();
+    for (const auto& x : t) {
+      for (int wg = 0; wg < (MODE == kPair ? 2 : 1); ++wg) cyc.push_back(double(x.cycles[wg]) / rounds);
+      if (x.ns) mhz.push_back(1e3 * double(x.cycles[0]) / double(x.ns));
+      if ((MODE == kBeside || MODE == kBesideSS) && x.partner_cycles)
+        mma.push_back(double(x.partner_groups) * 16 * 2.0 * 64 * 128 * 16 / double(x.partner_cycles));
+      ids.push_back(x.smid);
+    }
+  }
+  const double tol = KIND == kEx2 ? 1e-4 : 0.0;
+  ok = worst <= tol && partner <= 1e-3 && !read_and_clear_error_flags();
+  std::sort(ids.begin(), ids.end());
+  const Stats sc = stats_of(cyc);
+  Record r;
+  r.str("kind", "step").str("step", kKindName[KIND]).str("shape", kKindShape[KIND]).str("mode", kModeName[MODE])
+      .integer("warps_per_subpartition", MODE == kPair ? 2 : 1).integer("rounds", rounds).integer("launches", launches)
+      .integer("elements_per_round", kKindElems[KIND]).boolean("ok", ok).num("max_rel_err", worst)
+      .boolean("one_cta_per_sm", std::adjacent_find(ids.begin(), ids.end()) == ids.end())
+      .stats("cycles_per_round", sc).stats("sm_clock_mhz", stats_of(mhz));
+  if (MODE == kBeside || MODE == kBesideSS) r.num("partner_max_rel_err", partner).stats("partner_flops_per_clk", stats_of(mma));
+  if (ok) r.num("cycles", sc.median).num("elements_per_clk", kKindElems[KIND] / sc.median);
+  report.add(r);
+  CK(cudaFree(dout));
+  CK(cudaFree(dt));
+}
+
+template <int KIND>
+static void run_kind_all(Report& report, const HostTiles& h, const DevTiles& d, int rounds, int launches) {
+  run_kind<KIND, kAlone>(report, h, d, rounds, launches);
+  run_kind<KIND, kBeside>(report, h, d, rounds, launches);
+  run_kind<KIND, kPair>(report, h, d, rounds, launches);
+  run_kind<KIND, kBesideSS>(report, h, d, rounds, launches);
+}
+
+template <bool kPingPong, bool kStamp>
+static void run_loop(Report& report, const HostTiles& h, const DevTiles& d, int n, int launches) {
+  const int sms = sm_count(), wgs = kPingPong ? 2 : 1;
+  auto kernel = fa_loop_kernel<kPingPong, kStamp>;
+  CK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kOneCtaPerSmSmem));
+  const float scale = float(1.0 / std::sqrt(128.0) * 1.4426950408889634);
+  float* dout = nullptr;
+  LoopOut* dt = nullptr;
+  CK(cudaMalloc(&dout, sizeof(float) * kRows * kCols));
+  CK(cudaMalloc(&dt, sizeof(LoopOut) * sms));
+  std::vector<double> cyc, mhz, parts[5];
+  double worst = 0;
+  std::vector<uint32_t> ids;
+  for (int l = 0; l <= launches; ++l) {
+    CK(cudaMemset(dout, 0xFF, sizeof(float) * kRows * kCols));
+    CK(cudaMemset(dt, 0, sizeof(LoopOut) * sms));
+    kernel<<<sms, 128 * wgs, kOneCtaPerSmSmem>>>(d.t, n, scale, dout, dt);
+    CK_LAUNCH();
+    std::vector<float> out(kRows * kCols);
+    std::vector<LoopOut> t(sms);
+    CK(cudaMemcpy(out.data(), dout, sizeof(float) * out.size(), cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(t.data(), dt, sizeof(LoopOut) * sms, cudaMemcpyDeviceToHost));
+    worst = std::max(worst, check_attention(h, out, scale, 64 * wgs));
+    if (l == 0) continue;  // warm-up
+    ids.clear();
+    for (const auto& x : t) {
+      for (int w = 0; w < wgs; ++w) {
+        cyc.push_back(double(x.cycles[w]) / n);
+        if (kStamp)
+          for (int j = 0; j < 5; ++j) parts[j].push_back(double(x.stamps[w][j]) / n);
+      }
+      if (x.ns) mhz.push_back(1e3 * double(x.cycles[0]) / double(x.ns));
+      ids.push_back(x.smid);
+    }
+  }
+  std::sort(ids.begin(), ids.end());
+  const bool ok = worst <= 4e-3 && !read_and_clear_error_flags();
+  const Stats sc = stats_of(cyc);
+  Record r;
+  r.str("kind", "consumer_loop")
+      .str("schedule", kPingPong ? "two consumers taking tensor-core turns (fa_opt)" : "one consumer alone")
+      .integer("warpgroups", wgs).integer("kv_steps", n).integer("launches", launches).boolean("stamped", kStamp)
+      .boolean("ok", ok).num("max_rel_l2_err", worst)
+      .boolean("one_cta_per_sm", std::adjacent_find(ids.begin(), ids.end()) == ids.end())
+      .stats("cycles_per_step", sc).stats("sm_clock_mhz", stats_of(mhz));
+  if (ok) r.num("cycles", sc.median);
+  if (ok && kStamp) {
+    static const char* names[5] = {"alpha_rescale_cast", "turn_wait", "wgmma_issue", "issue_to_wait",
+                                   "rowmax_to_exp"};
+    for (int j = 0; j < 5; ++j) r.stats(std::string("stamp_") + names[j], stats_of(parts[j]));
+  }
+  report.add(r);
+  CK(cudaFree(dout));
+  CK(cudaFree(dt));
+}
+
+int main(int argc, char** argv) {
+  const char* out_path = argc > 1 ? argv[1] : "fa_consumer.json";
+  Report report("fa_consumer");
+  report.clock_probe("start");
+  std::mt19937 rng(2121);
+  const HostTiles h = make_tiles(rng);
+  const DevTiles d(h);
+  const int rounds = 512, launches = 3;
+  run_kind_all<kEx2>(report, h, d, rounds, launches);
+  run_kind_all<kRowMax>(report, h, d, rounds, launches);
+  run_kind_all<kRowSum>(report, h, d, rounds, launches);
+  run_kind_all<kRescale>(report, h, d, rounds, launches);
+  run_kind_all<kCast>(report, h, d, rounds, launches);
+  const int steps = 256;
+  run_loop<false, false>(report, h, d, steps, launches);
+  run_loop<true, false>(report, h, d, steps, launches);
+  run_loop<false, true>(report, h, d, steps, launches);
+  run_loop<true, true>(report, h, d, steps, launches);
+  report.clock_probe("end");
+  report.write(out_path);
+  return 0;
+}

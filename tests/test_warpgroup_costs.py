@@ -1,0 +1,57 @@
+"""Register work issued by one warpgroup beside the tensor cores (issue 21): the cost model charges the arch's
+measured warpgroup rates where it has them, and the per-SM pipe rates elsewhere (h100, b200 unchanged)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+from twill.arch.model import Fact
+from twill.arch.registry import get_arch
+from twill.frontend.programs import load_program
+from twill.problem import build_problem
+
+TILE = 64 * 128  # elements of one consumer's S tile
+
+
+def _busy(arch_name: str, **params) -> dict[str, int]:
+    arch = get_arch(arch_name)
+    problem = build_problem(load_program("fa_fwd", arch, {"subtiles": 2, **params}), arch)
+    return {op.name: op.busy_cycles for op in problem.ops}
+
+
+def test_h200_charges_the_measured_warpgroup_rates():
+    """fa_fwd on h200: each softmax op costs its tile at the rate fa_consumer.cu measured beside wgmma."""
+    # given
+    arch = get_arch("h200")
+    busy = _busy("h200")
+    # then
+    assert busy["exp0"] == math.ceil(TILE / arch.rate("mufu_ops_per_clk_warpgroup"))
+    assert busy["rowmax0"] == math.ceil(TILE / arch.rate("alu_reduce_ops_per_clk_warpgroup"))
+    assert busy["rowsum0"] == math.ceil(TILE / arch.rate("fp32_reduce_ops_per_clk_warpgroup"))
+    assert busy["rescale0"] == math.ceil(TILE / arch.rate("fp32_ops_per_clk_warpgroup"))
+    assert busy["cast0"] == math.ceil(TILE / 2 / arch.rate("convert_ops_per_clk_warpgroup"))
+    assert 900 < busy["exp0"] < 950 and 350 < busy["rowmax0"] < 400
+
+
+def test_archs_without_warpgroup_rates_keep_the_pipe_rates():
+    """h100 has no warpgroup facts: a row reduction costs what the elementwise op on its unit costs, as before."""
+    # given
+    arch = get_arch("h100")
+    busy = _busy("h100")
+    # then
+    assert not any(k.endswith("_warpgroup") for k in arch.rates)
+    assert busy["rowmax0"] == arch.cost.alu(TILE).busy == math.ceil(TILE / arch.rate("alu_ops_per_clk"))
+    assert busy["rowsum0"] == arch.cost.fp32(TILE).busy == math.ceil(TILE / arch.rate("fp32_ops_per_clk"))
+    assert busy["exp0"] == math.ceil(TILE / arch.rate("mufu_ops_per_clk"))
+
+
+def test_a_warpgroup_rate_above_the_pipe_rate_is_not_charged():
+    """The lower of the two rates applies: a warpgroup cannot issue faster than the SM's pipe."""
+    # given
+    h200 = get_arch("h200")
+    fast = replace(h200, rates={**h200.rates, "mufu_ops_per_clk_warpgroup": Fact(1000.0, "test"),
+                                "alu_reduce_ops_per_clk_warpgroup": Fact(1000.0, "test")})
+    # then
+    assert fast.cost.exp(TILE).busy == math.ceil(TILE / h200.rate("mufu_ops_per_clk"))
+    assert fast.cost.reduce(TILE, "alu").busy == math.ceil(TILE / h200.rate("alu_ops_per_clk"))

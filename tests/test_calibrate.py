@@ -229,7 +229,7 @@ def test_warpgroup_step_rates_come_from_the_fa_consumer_benchmark():
     its measured cycles, below the per-SM pipe rate, and the source keeps the alone and paired numbers."""
     # given
     h200 = load_results(RESULTS_H200)
-    by_key = {m.key: m for m in derive(h200)}
+    by_key = {m.key: m for m in derive(h200, warpgroup_rates=True)}
     steps = {(r["step"], r["mode"]): r for r in h200["fa_consumer"]["records"] if r["kind"] == "step"}
     # then
     for step, key, pipe, work in (("ex2", "mufu_ops_per_clk_warpgroup", "mufu_ops_per_clk", 8192),
@@ -242,8 +242,28 @@ def test_warpgroup_step_rates_come_from_the_fa_consumer_benchmark():
         assert by_key[key].value < by_key[pipe].value
         assert beside["cycles"] > steps[(step, "alone")]["cycles"]  # the tensor cores' work slows every step
         assert f"alone {steps[(step, 'alone')]['cycles']:.1f}" in by_key[key].how
-    # results without fa_consumer.json (the H100's) calibrate without these facts
-    assert not any(k.endswith("_warpgroup") for k in {m.key for m in derive(load_results(RESULTS))})
+    # results without fa_consumer.json (the H100's) calibrate without these facts, and so does the default
+    assert not any(k.endswith("_warpgroup") for k in {m.key for m in derive(load_results(RESULTS), warpgroup_rates=True)})
+    assert not any(k.endswith("_warpgroup") for k in {m.key for m in derive(h200)})
+
+
+def test_the_warpgroup_variant_is_the_calibration_with_its_rates():
+    """bench/codegen/h200_warpgroup_rates.toml is `twill calibrate --warpgroup-rates` of bench/results/h200: archs/h200.toml
+    with the five step rates added and nothing else changed."""
+    # given
+    path = ROOT / "bench" / "codegen" / "h200_warpgroup_rates.toml"
+    text = path.read_text()
+    data = tomllib.loads(text)
+    # when
+    again = calibrated_toml(load_results(RESULTS_H200), data, name=data["name"], description=data["description"],
+                            results_label="bench/results/h200", warpgroup_rates=True)
+    # then
+    assert again == "".join(text.splitlines(keepends=True)[1:])  # the first line says which variant it is
+    base = tomllib.loads(H200.read_text())
+    added = {k for k in data["rates"] if k not in base["rates"]}
+    assert added == {"mufu_ops_per_clk_warpgroup", "fp32_ops_per_clk_warpgroup", "convert_ops_per_clk_warpgroup",
+                     "alu_reduce_ops_per_clk_warpgroup", "fp32_reduce_ops_per_clk_warpgroup"}
+    assert all(data[s] == base[s] for s in ("chip", "limits", "units", "latencies", "sync", "features") if s in base)
 
 
 def test_datasheet_snapshot_is_the_builtin_h100_before_calibration():

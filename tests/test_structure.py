@@ -13,7 +13,7 @@ from twill.problem import build_problem
 from twill.random_loops import random_body, tiny_arch
 from twill.solver import SolveOptions, lower_bound, solve
 from twill.solver.exhaustive import solve_exhaustive
-from twill.solver.ims import iterative_modulo_schedule, ims_triton_split
+from twill.solver.ims import ims_triton_split, iterative_modulo_schedule
 from twill.solver.run import Work
 from twill.solver.structure import build_structure, propose_grouping, structure_floor
 from twill.validate import validate

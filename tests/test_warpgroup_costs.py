@@ -1,30 +1,41 @@
-"""Register work issued by one warpgroup beside the tensor cores (issue 21): the cost model charges the arch's
-measured warpgroup rates where it has them, and the per-SM pipe rates elsewhere (h100, b200 unchanged)."""
+"""Register work issued by one warpgroup beside the tensor cores (issue 21): the cost model charges an arch's
+measured warpgroup rates where it has them (bench/codegen/h200_warpgroup_rates.toml), and the per-SM pipe rates
+elsewhere (archs/h100, h200, b200 unchanged)."""
 
 from __future__ import annotations
 
 import math
 from dataclasses import replace
+from pathlib import Path
+
+import pytest
 
 from twill.arch.model import Fact
 from twill.arch.registry import get_arch
+from twill.arch.toml import load_arch_toml
 from twill.frontend.programs import load_program
 from twill.problem import build_problem
 
 TILE = 64 * 128  # elements of one consumer's S tile
+VARIANT = Path(__file__).resolve().parents[1] / "bench" / "codegen" / "h200_warpgroup_rates.toml"
+
+
+def _arch(name: str):
+    return load_arch_toml(VARIANT, origin="file") if name == "h200-warpgroup-rates" else get_arch(name)
 
 
 def _busy(arch_name: str, **params) -> dict[str, int]:
-    arch = get_arch(arch_name)
+    arch = _arch(arch_name)
     problem = build_problem(load_program("fa_fwd", arch, {"subtiles": 2, **params}), arch)
     return {op.name: op.busy_cycles for op in problem.ops}
 
 
-def test_h200_charges_the_measured_warpgroup_rates():
-    """fa_fwd on h200: each softmax op costs its tile at the rate fa_consumer.cu measured beside wgmma."""
+def test_the_variant_charges_the_measured_warpgroup_rates():
+    """fa_fwd on the h200 variant with the warpgroup rates: each softmax op costs its tile at the rate
+    fa_consumer.cu measured beside wgmma."""
     # given
-    arch = get_arch("h200")
-    busy = _busy("h200")
+    arch = _arch("h200-warpgroup-rates")
+    busy = _busy("h200-warpgroup-rates")
     # then
     assert busy["exp0"] == math.ceil(TILE / arch.rate("mufu_ops_per_clk_warpgroup"))
     assert busy["rowmax0"] == math.ceil(TILE / arch.rate("alu_reduce_ops_per_clk_warpgroup"))
@@ -34,11 +45,13 @@ def test_h200_charges_the_measured_warpgroup_rates():
     assert 900 < busy["exp0"] < 950 and 350 < busy["rowmax0"] < 400
 
 
-def test_archs_without_warpgroup_rates_keep_the_pipe_rates():
-    """h100 has no warpgroup facts: a row reduction costs what the elementwise op on its unit costs, as before."""
+@pytest.mark.parametrize("name", ["h100", "h200"])
+def test_archs_without_warpgroup_rates_keep_the_pipe_rates(name):
+    """h100 and h200 have no warpgroup facts (h200's are in the variant only, docs/benchmarks.md says why): a row
+    reduction costs what the elementwise op on its unit costs, as before."""
     # given
-    arch = get_arch("h100")
-    busy = _busy("h100")
+    arch = get_arch(name)
+    busy = _busy(name)
     # then
     assert not any(k.endswith("_warpgroup") for k in arch.rates)
     assert busy["rowmax0"] == arch.cost.alu(TILE).busy == math.ceil(TILE / arch.rate("alu_ops_per_clk"))
@@ -49,7 +62,7 @@ def test_archs_without_warpgroup_rates_keep_the_pipe_rates():
 def test_a_warpgroup_rate_above_the_pipe_rate_is_not_charged():
     """The lower of the two rates applies: a warpgroup cannot issue faster than the SM's pipe."""
     # given
-    h200 = get_arch("h200")
+    h200 = _arch("h200-warpgroup-rates")
     fast = replace(h200, rates={**h200.rates, "mufu_ops_per_clk_warpgroup": Fact(1000.0, "test"),
                                 "alu_reduce_ops_per_clk_warpgroup": Fact(1000.0, "test")})
     # then

@@ -448,12 +448,12 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     reference = cal.load_results(args.reference) if args.reference else None
     text = cal.calibrated_toml(results, cal.load_base(base), name=name, description=description,
                                results_label=str(results_dir), reference=reference,
-                               reference_label=str(args.reference or ""))
+                               reference_label=str(args.reference or ""), warpgroup_rates=args.warpgroup_rates)
     Path(args.out).write_text(text, encoding="utf-8")
     arch = load_arch_toml(args.out, origin="file")  # what was written must load
     old = _arch(str(base)) if str(base).endswith(".toml") else _arch(args.base)
     rows = []
-    for m in cal.derive(results, reference):
+    for m in cal.derive(results, reference, args.warpgroup_rates):
         table = getattr(arch, m.section)
         before = getattr(old, m.section).get(m.key)
         rows.append([f"{m.section}.{m.key}", str(before.value) if before else "-", str(table[m.key].value)])
@@ -697,6 +697,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--description", help="one-line description in the TOML")
     p.add_argument("--reference", metavar="DIR", help="results of a GPU with the same SM, for facts the results "
                    "measured with a since-fixed method (the TMA latency recorded before issue 21); tagged I")
+    p.add_argument("--warpgroup-rates", action="store_true",
+                   help="also write one warpgroup's softmax step rates beside wgmma (fa_consumer.json), which the "
+                   "cost model then charges instead of the per-SM pipe rates (off by default: docs/benchmarks.md "
+                   "says why archs/h200.toml does not carry them yet)")
     p.set_defaults(func=cmd_calibrate)
 
     p = sub.add_parser("sweep", help="solve a grid of program parameters (tile sizes, sub-tiling) and rank the "

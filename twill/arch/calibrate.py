@@ -119,13 +119,22 @@ def fit_line(points: Iterable[tuple[float, float]]) -> tuple[float, float]:
 
 
 # ---- deriving ---------------------------------------------------------------------------------
-def derive(results: Mapping[str, dict], reference: Mapping[str, dict] | None = None) -> list[Measurement]:
+def derive(results: Mapping[str, dict], reference: Mapping[str, dict] | None = None,
+           warpgroup_rates: bool = False) -> list[Measurement]:
     """One ``Measurement`` per arch fact the suite measures.
 
     ``reference``: the results of another GPU with the same SM (the H200 for the H100), used for
     facts that ``results`` measured with a since-fixed method: the TMA latency of results recorded
     before issue 21 sits on the wait loop's ~187-cycle poll grid, so it is taken from the reference's
     unquantized records (tagged I, derived, not measured on this GPU).
+
+    ``warpgroup_rates``: also the five rates of one warpgroup's softmax steps beside another
+    warpgroup's wgmmas (``fa_consumer.json``), which the cost model charges in place of the per-SM
+    pipe rates wherever an arch has them. Off by default: with them alone the model's FlashAttention
+    optimum on the H200 moves to an order whose kernel measured 34% slower than predicted (the
+    costs that order pays are not modelled yet; docs/benchmarks.md, "The FlashAttention consumer's
+    register work"), so ``archs/h200.toml`` does not carry them and
+    ``bench/codegen/h200_warpgroup_rates.toml`` does.
 
     Raises
     ------
@@ -263,7 +272,7 @@ def derive(results: Mapping[str, dict], reference: Mapping[str, dict] | None = N
         f"({wait['iters']} in a row): {wait['cycles_per_iter']:.1f} cycles each", "sync")
     if "smem" in results:
         _smem(results, add)
-    if "fa_consumer" in results:
+    if warpgroup_rates and "fa_consumer" in results:
         _warpgroup_steps(results, add)
     return m
 
@@ -560,7 +569,7 @@ def _source(meas: Measurement, results: Mapping[str, dict], results_label: str,
 
 def calibrated_toml(results: Mapping[str, dict], base: Mapping[str, Any], *, name: str, description: str,
                     results_label: str, reference: Mapping[str, dict] | None = None,
-                    reference_label: str = "") -> str:
+                    reference_label: str = "", warpgroup_rates: bool = False) -> str:
     """The base arch (parsed TOML) with every measured fact replaced, as TOML text.
 
     Each replaced fact keeps the base's value and source under ``datasheet`` (the base's own
@@ -577,7 +586,7 @@ def calibrated_toml(results: Mapping[str, dict], base: Mapping[str, Any], *, nam
     """
     data = json.loads(json.dumps(base))  # a deep copy of plain TOML data
     data["name"], data["description"] = name, description
-    for meas in derive(results, reference):
+    for meas in derive(results, reference, warpgroup_rates):
         table = data.setdefault(meas.section, {})
         old = table.get(meas.key)
         fact: dict[str, Any] = {"value": meas.value,

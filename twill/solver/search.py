@@ -62,9 +62,20 @@ Value = Callable[[cp_model.LinearExprT], int]  # a solver's value function: vari
 RESERVE = 0.1  # of the work kept for the secondary objectives once a schedule is in hand
 EARLY_DESCENT = Budget(share=1 / 10, at_least=3.0, attempt=1.0)  # the descent before the windows
 STALL = 1.0  # units: a secondary objective stops after a slice this long that did not improve it
-STRUCTURED = Budget(share=1 / 5, at_least=2.0)  # the proposals and their constructive schedules together
+# The proposals and their constructive schedules together: a share of the work that grows with the body, from
+# 1/10 to 1/4 (n_ops / 300 in between): CP-SAT's windows and descent find the best schedules of small bodies
+# (FlashAttention, 20-30 ops) and need most of the budget to prove them, while on 50-80 ops they rarely improve on
+# a first schedule, which construction under the proposals does (docs/benchmarks_notes.md, issue 16).
+STRUCTURED_SHARE = (1 / 10, 1 / 4, 300)  # least share, largest share, ops per unit share
+
 # work charged per constructive schedule and op: 80 ops take 1-3 s of Python (about a unit) on 2 cores
 CONSTRUCT_UNITS_PER_OP = 0.015
+
+
+def _structured_budget(problem: Problem) -> Budget:
+    """The work of ``_structured``: ``STRUCTURED_SHARE`` of the budget, by the body's size."""
+    least, most, per = STRUCTURED_SHARE
+    return Budget(share=min(most, max(least, len(problem.ops) / per)), at_least=1.0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,7 +164,7 @@ def _structured(ctx: Context, lb: int, best: Schedule | None) -> Schedule | None
     under groupings the structure relaxation proposes, at target IIs bisected between the floor and
     the best schedule so far (a target below which a schedule was built becomes the new top, one
     where none was, the new bottom). At each target: the fewest groups that admit it and one more,
-    each with the fewest hand-offs and the most balanced holds. Within ``STRUCTURED``'s work; the
+    each with the fewest hand-offs and the most balanced holds. Within ``_structured_budget``'s work; the
     best validated schedule below ``best``, or None. Proposals and construction are deterministic,
     so this is too (unless the wall-clock cap cuts it)."""
     p, o = ctx.problem, ctx.options
@@ -161,7 +172,7 @@ def _structured(ctx: Context, lb: int, best: Schedule | None) -> Schedule | None
         return None
     found: Schedule | None = None
     tried: set[tuple[int, ...]] = set()
-    until = ctx.work.until(STRUCTURED.units(o.work))
+    until = ctx.work.until(_structured_budget(p).units(o.work))
     lo, hi = lb, (best.ii if best is not None else sequential_ii(p))
     target = lb
     while lo < hi and ctx.work.spent < until and ctx.work.left() > 0 and not ctx.work.check_wall():

@@ -55,6 +55,7 @@ from twill.validate import validate
 __all__ = ["solve"]
 
 MODULO = Budget(share=0.05, at_least=2.0)  # the pure modulo optimum, a lower bound of the joint problem
+FLOOR = Budget(share=1 / 15, at_least=1.0)  # the structure relaxation's bisection, a lower bound too
 CONSTRUCT = Budget(share=0.0, at_least=2.0)  # a constructive first schedule, per attempt
 ADOPT = Budget(share=0.0, at_least=10.0)  # the heuristic's schedule as a solution of the full model
 CANONICAL = Budget(share=0.0, at_least=5.0)  # the canonical pass (2 units when it starts warm)
@@ -151,7 +152,7 @@ def _structure_floor(ctx: Context, lb: int, why: str, cap: int) -> tuple[int, st
     the ops fits in-order issue, registers, shared-memory hand-offs and hand-off recurrences."""
     if cap < lb or not _heuristics_apply(ctx.options):
         return lb, why
-    floor = structure_floor(ctx.problem, ctx.options, lb, cap, ctx.work)
+    floor = structure_floor(ctx.problem, ctx.options, lb, cap, ctx.work, ctx.work.until(FLOOR.units(ctx.options.work)))
     if floor is None or floor.ii <= lb:
         return lb, why
     ctx.refuted(lb, floor.ii - 1, "the warp-group structure relaxation")

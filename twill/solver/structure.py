@@ -261,14 +261,21 @@ def _decide(problem: Problem, options: SolveOptions, ii: int, work: Work, drop: 
     return solver(work, PROBE.at_least, options.workers).solve(s.m)
 
 
-def structure_floor(problem: Problem, options: SolveOptions, lo: int, hi: int, work: Work) -> StructureFloor | None:
+def structure_floor(problem: Problem, options: SolveOptions, lo: int, hi: int, work: Work,
+                    until: float | None = None) -> StructureFloor | None:
     """The least II in [lo, hi] that the structure relaxation does not refute (bisection: every
     family is monotone in II), or None when it refutes nothing at ``lo``. Where a probe runs out of
-    its budget the floor stays at the last refuted II + 1, so the result is always a valid bound."""
-    if options.swp_only or lo > hi or work.left() <= 0 or _decide(problem, options, lo, work) != cp_model.INFEASIBLE:
+    its budget, or the work mark ``until`` is reached, the floor stays at the last refuted II + 1,
+    so the result is always a valid bound."""
+    until = work.limit if until is None else until
+
+    def more() -> bool:
+        return work.left() > 0 and work.spent < until
+
+    if options.swp_only or lo > hi or not more() or _decide(problem, options, lo, work) != cp_model.INFEASIBLE:
         return None
     refuted, top, decided = lo, hi + 1, True  # refuted: proven infeasible; top: feasible (or past hi)
-    while top - refuted > 1 and work.left() > 0:
+    while top - refuted > 1 and more():
         mid = (refuted + top) // 2
         status = _decide(problem, options, mid, work)
         if status == cp_model.INFEASIBLE:
@@ -281,7 +288,7 @@ def structure_floor(problem: Problem, options: SolveOptions, lo: int, hi: int, w
         decided = False
     floor = refuted + 1
     binding = tuple(name for name, _ in STRUCTURE_FAMILIES
-                    if work.left() > 0 and _decide(problem, options, refuted, work, drop=(name,)) in
+                    if more() and _decide(problem, options, refuted, work, drop=(name,)) in
                     (cp_model.OPTIMAL, cp_model.FEASIBLE))
     return StructureFloor(floor, binding, decided)
 

@@ -52,9 +52,8 @@ from twill.options import SolveOptions
 from twill.problem import Problem, read_time
 from twill.schedule import Schedule
 from twill.solver.assemble import Assignment, assemble, copies_needed
-from twill.solver.ims import Dep, ModuloTable, Segment, heights, reservation_plan
+from twill.solver.ims import CUT, Dep, ModuloTable, Segment, checked, heights, past, reservation_plan, search_ii
 from twill.solver.sequential import witness_order
-from twill.validate import validate
 
 __all__ = ["ConstructResult", "construct_schedule"]
 
@@ -68,7 +67,6 @@ JITTER_WORK = 1152  # ops^2 x jittered copies of the strategies tried per II: 8 
 MAX_JITTERED = 8
 MAX_CANDIDATES = 24  # cycles of the II window checked for storage before the op is forced in
 
-CUT = "wall-clock cap reached"  # the attempt that the deadline stopped
 Pool = tuple[str, int]  # ("tmem", 0), ("smem", 0) or ("regs", group)
 
 
@@ -1306,40 +1304,13 @@ def construct_schedule(problem: Problem, options: SolveOptions | None, groups: M
         if isinstance(placed, str):
             attempts.append((ii, placed))
             return None
-        sched = _assemble(problem, options, plan, placed, ii, lower_bound, how, time.monotonic() - clock)
-        if isinstance(sched, str):
-            attempts.append((ii, sched))
-            return None
-        violations = validate(problem, sched)
-        if violations:
-            attempts.append((ii, f"{violations[0].rule}: {violations[0].message}"))
-            return None
-        attempts.append((ii, "scheduled"))
-        return sched
+        return checked(problem, ii, _assemble(problem, options, plan, placed, ii, lower_bound, how,
+                                              time.monotonic() - clock), attempts)
 
     def out_of_time(ii: int) -> bool:
-        if attempts and attempts[-1][1] == CUT:
-            return True
-        if deadline is not None and time.monotonic() >= deadline:
-            attempts.append((ii, CUT))
-            return True
-        return False
+        return past(deadline, ii, attempts)
 
-    ii, step, failed, found = first, 1, None, None
-    while ii <= cap and not out_of_time(ii):
-        found = attempt(ii)
-        if found is not None:
-            break
-        failed = ii
-        if len(attempts) >= LINEAR_STEPS:
-            step *= 2
-        ii = min(ii + step, cap) if ii < cap else cap + 1
-    if found is not None and failed is not None:
-        lo, hi = failed, found.ii  # bisect the gap the doubling steps jumped over
-        while hi - lo > 1 and not out_of_time(lo):
-            mid = (lo + hi) // 2
-            better = attempt(mid)
-            lo, hi, found = (lo, mid, better) if better is not None else (mid, hi, found)
+    found = search_ii(first, cap, attempt, out_of_time, LINEAR_STEPS)
     if found is None and upper is None and not out_of_time(cap):
         starts, ii = _one_at_a_time(problem, plan)
         found = attempt(ii, starts)

@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 
 from twill.bounds import compute_bounds, lower_bound
@@ -47,7 +47,7 @@ from twill.solver.strategies import producer_consumer_split
 from twill.validate import validate
 
 __all__ = ["ImsResult", "iterative_modulo_schedule", "ims_swp", "ims_triton_split", "LINEAR_STEPS", "Dep", "Segment",
-           "ModuloTable", "heights", "reservation_plan"]
+           "ModuloTable", "heights", "reservation_plan", "search_ii", "past", "checked", "CUT"]
 
 LINEAR_STEPS = 8  # Rau's +1 steps of II before the step starts doubling
 
@@ -418,48 +418,67 @@ def iterative_modulo_schedule(problem: Problem, options: SolveOptions | None = N
         if starts is None:
             attempts.append((ii, "budget exhausted"))
             return None
-        sched = _assemble(problem, options, fixed, starts, ii, lb, start_ii, time.monotonic() - clock)
-        if isinstance(sched, str):
-            attempts.append((ii, sched))
-            return None
-        violations = validate(problem, sched)
-        if violations:
-            attempts.append((ii, f"{violations[0].rule}: {violations[0].message}"))
-            return None
-        attempts.append((ii, "scheduled"))
-        return sched
+        return checked(problem, ii, _assemble(problem, options, fixed, starts, ii, lb, start_ii,
+                                              time.monotonic() - clock), attempts)
 
-    cap, ii, step, failed = _sequential_ii(problem, deps), start_ii, 1, None
-    if upper is not None:
-        cap = min(cap, upper - 1)
-    found = None
-    def out_of_time() -> bool:
-        if deadline is not None and time.monotonic() >= deadline:
-            attempts.append((ii, "wall-clock cap reached"))
-            return True
-        return False
-
-    while ii <= cap and not out_of_time():
-        found = attempt(ii)
-        if found is not None:
-            break
-        failed = ii
-        if len(attempts) >= LINEAR_STEPS:
-            step *= 2
-        ii = min(ii + step, cap) if ii < cap else cap + 1
-    if found is not None and failed is not None:
-        lo, hi = failed, found.ii  # bisect the gap the doubling steps jumped over
-        while hi - lo > 1 and not out_of_time():
-            mid = (lo + hi) // 2
-            better = attempt(mid)
-            if better is not None:
-                hi, found = mid, better
-            else:
-                lo = mid
+    cap = _sequential_ii(problem, deps) if upper is None else min(_sequential_ii(problem, deps), upper - 1)
+    found = search_ii(start_ii, cap, attempt, lambda ii: past(deadline, ii, attempts), LINEAR_STEPS)
     seconds = time.monotonic() - clock
     if found is not None:
         found = replace(found, solve_seconds=seconds)
     return ImsResult(found, start_ii, tuple(attempts), seconds)
+
+
+CUT = "wall-clock cap reached"  # the attempt that the deadline stopped
+
+
+def search_ii(first: int, cap: int, attempt: Callable[[int], Schedule | None], stopped: Callable[[int], bool],
+              linear_steps: int) -> Schedule | None:
+    """Rau's search for the least II on exact cycles: single steps up from ``first``, doubling steps
+    after ``linear_steps`` attempts (an II near 2000 would otherwise take hundreds), then the gap below
+    the first success bisected; nothing above ``cap``. ``stopped(ii)`` is asked before each attempt.
+    Success is not monotone in II, so the result is the least success on this path."""
+    ii, step, failed, found, tries = first, 1, None, None, 0
+    while ii <= cap and not stopped(ii):
+        found = attempt(ii)
+        tries += 1
+        if found is not None:
+            break
+        failed = ii
+        if tries >= linear_steps:
+            step *= 2
+        ii = min(ii + step, cap) if ii < cap else cap + 1
+    if found is not None and failed is not None:
+        lo, hi = failed, found.ii  # bisect the gap the doubling steps jumped over
+        while hi - lo > 1 and not stopped(lo):
+            mid = (lo + hi) // 2
+            better = attempt(mid)
+            lo, hi, found = (lo, mid, better) if better is not None else (mid, hi, found)
+    return found
+
+
+def past(deadline: float | None, ii: int, attempts: list[tuple[int, str]]) -> bool:
+    """Whether the deadline has passed (recording the cut once in ``attempts``)."""
+    if attempts and attempts[-1][1] == CUT:
+        return True
+    if deadline is not None and time.monotonic() >= deadline:
+        attempts.append((ii, CUT))
+        return True
+    return False
+
+
+def checked(problem: Problem, ii: int, sched: Schedule | str, attempts: list[tuple[int, str]]) -> Schedule | None:
+    """A heuristic's schedule at ``ii`` if the validator accepts it; else None, with why in ``attempts``
+    (``sched`` is a string when its warps and registers could not even be chosen)."""
+    if isinstance(sched, str):
+        attempts.append((ii, sched))
+        return None
+    violations = validate(problem, sched)
+    if violations:
+        attempts.append((ii, f"{violations[0].rule}: {violations[0].message}"))
+        return None
+    attempts.append((ii, "scheduled"))
+    return sched
 
 
 def _assemble(problem: Problem, options: SolveOptions, groups: Mapping[str, int] | None, starts: Mapping[str, int],

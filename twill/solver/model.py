@@ -23,7 +23,7 @@ from twill.options import SolveOptions
 from twill.problem import Problem
 from twill.problem import read_time as _read_time
 
-__all__ = ["ScheduleModel", "JOINT_FAMILIES", "build_model"]
+__all__ = ["ScheduleModel", "JOINT_FAMILIES", "build_model", "GroupVars", "group_variables", "isolate"]
 
 LinearExpr = cp_model.LinearExprT
 
@@ -245,6 +245,62 @@ def add_residue_cuts(v: ScheduleModel) -> None:
         v.m.add(v.start[cut.after] - v.start[cut.before] >= cut.turns * v.ii + cut.gap).only_enforce_if(within)
 
 
+@dataclass
+class GroupVars:
+    """The variables of warp groups shared by the joint model and the structure relaxation
+    (``twill.solver.structure``): each group's use, warps, register budget and their product, each
+    op's membership x[op, g] and its group label."""
+
+    used: list[cp_model.IntVar]
+    warps: list[cp_model.IntVar]
+    regs: list[cp_model.IntVar]
+    words: list[cp_model.IntVar]  # warps x registers per thread
+    member: dict[tuple[str, int], cp_model.IntVar]
+    group_of: dict[str, cp_model.IntVar]
+
+
+def group_variables(m: cp_model.CpModel, problem: Problem, groups: range) -> GroupVars:
+    """Groups with their warps and budgets (0 when unused, used in order), and every op in exactly one
+    group at least as wide as it needs, labelled in order of first use: an op opens at most the next
+    unused label (label symmetry breaking, §2.6)."""
+    arch = problem.arch
+    sizes, budgets = sorted(arch.warp_group_sizes()), sorted(arch.register_budgets())
+    out = GroupVars([], [], [], [], {}, {})
+    for g in groups:
+        out.used.append(m.new_bool_var(f"used[{g}]"))
+        out.warps.append(m.new_int_var_from_domain(cp_model.Domain.from_values([0, *sizes]), f"warps[{g}]"))
+        out.regs.append(m.new_int_var_from_domain(cp_model.Domain.from_values([0, *budgets]), f"regs[{g}]"))
+        m.add(out.warps[g] == 0).only_enforce_if(~out.used[g])
+        m.add(out.warps[g] >= 1).only_enforce_if(out.used[g])
+        m.add(out.regs[g] == 0).only_enforce_if(~out.used[g])
+        m.add(out.regs[g] >= budgets[0]).only_enforce_if(out.used[g])
+        words = m.new_int_var(0, sizes[-1] * budgets[-1], f"warp_regs[{g}]")
+        m.add_multiplication_equality(words, [out.warps[g], out.regs[g]])
+        out.words.append(words)
+    for a, b in zip(out.used, out.used[1:], strict=False):
+        m.add_implication(b, a)  # groups are used in order: breaks label symmetry
+    prefix_max = None
+    for op in problem.ops:
+        xs = [m.new_bool_var(f"in_group[{op.name},{g}]") for g in groups]
+        m.add_exactly_one(xs)
+        for g, x in zip(groups, xs, strict=True):
+            out.member[op.name, g] = x
+            m.add_implication(x, out.used[g])
+            m.add(out.warps[g] >= op.min_warps).only_enforce_if(x)
+        grp = out.group_of[op.name] = m.new_int_var(0, len(groups) - 1, f"group[{op.name}]")
+        m.add(grp == sum(g * x for g, x in zip(groups, xs, strict=True)))
+        # an op opens at most the next unused group label (symmetry breaking, §2.6)
+        if prefix_max is None:
+            m.add(grp == 0)
+            prefix_max = grp
+        else:
+            m.add(grp <= prefix_max + 1)
+            nxt = m.new_int_var(0, len(groups) - 1, f"group_prefix_max[{op.name}]")
+            m.add_max_equality(nxt, [prefix_max, grp])
+            prefix_max = nxt
+    return out
+
+
 def add_warp_groups(v: ScheduleModel) -> None:
     """Every op is issued by exactly one warp group; a group is as wide as its widest op needs.
 
@@ -253,41 +309,11 @@ def add_warp_groups(v: ScheduleModel) -> None:
     Math: sum_g x[v,g] = 1; x[v,g] => warps[g] >= min_warps(v); sum_g warps[g] <= W.
     """
     m, arch = v.m, v.p.arch
-    sizes = sorted(arch.warp_group_sizes())
     budgets = sorted(arch.register_budgets())
     max_warps = v.o.max_warps if v.o.max_warps is not None else arch.limit("warps_per_cta")
-    for g in v.groups:
-        v.used.append(m.new_bool_var(f"used[{g}]"))
-        v.warps.append(m.new_int_var_from_domain(cp_model.Domain.from_values([0, *sizes]), f"warps[{g}]"))
-        v.regs.append(m.new_int_var_from_domain(cp_model.Domain.from_values([0, *budgets]), f"regs[{g}]"))
-        m.add(v.warps[g] == 0).only_enforce_if(~v.used[g])
-        m.add(v.warps[g] >= 1).only_enforce_if(v.used[g])
-        m.add(v.regs[g] == 0).only_enforce_if(~v.used[g])
-        m.add(v.regs[g] >= budgets[0]).only_enforce_if(v.used[g])
-        words = m.new_int_var(0, sizes[-1] * budgets[-1], f"warp_regs[{g}]")
-        m.add_multiplication_equality(words, [v.warps[g], v.regs[g]])
-        v.reg_words.append(words)
-    for a, b in zip(v.used, v.used[1:], strict=False):
-        m.add_implication(b, a)  # groups are used in order: breaks label symmetry
-    prefix_max = None
-    for op in v.p.ops:
-        xs = [m.new_bool_var(f"in_group[{op.name},{g}]") for g in v.groups]
-        m.add_exactly_one(xs)
-        for g, x in zip(v.groups, xs, strict=True):
-            v.in_group[op.name, g] = x
-            m.add_implication(x, v.used[g])
-            m.add(v.warps[g] >= op.min_warps).only_enforce_if(x)
-        grp = v.group_of[op.name] = m.new_int_var(0, len(v.groups) - 1, f"group[{op.name}]")
-        m.add(grp == sum(g * x for g, x in zip(v.groups, xs, strict=True)))
-        # an op opens at most the next unused group label (symmetry breaking, §2.6)
-        if prefix_max is None:
-            m.add(grp == 0)
-            prefix_max = grp
-        else:
-            m.add(grp <= prefix_max + 1)
-            nxt = m.new_int_var(0, len(v.groups) - 1, f"group_prefix_max[{op.name}]")
-            m.add_max_equality(nxt, [prefix_max, grp])
-            prefix_max = nxt
+    gv = group_variables(m, v.p, v.groups)
+    v.used, v.warps, v.regs, v.reg_words, v.in_group, v.group_of = (gv.used, gv.warps, gv.regs, gv.words, gv.member,
+                                                                     gv.group_of)
     for g in v.groups:
         m.add_bool_or([v.in_group[op.name, g] for op in v.p.ops]).only_enforce_if(v.used[g])
     warps, words = _allocated(v, budgets)
@@ -389,15 +415,19 @@ def add_variable_latency_isolation(v: ScheduleModel) -> None:
     design.md §2.7 on why ops that emit no instructions are exempt).
     Math: x[v,g] => vl[g] for variable-latency v; x[v,g] => not vl[g] for other ops that issue.
     """
-    if not v.o.isolate_variable_latency:
-        return
-    for g in v.groups:
-        vl = v.m.new_bool_var(f"variable_latency_group[{g}]")
-        for op in v.p.ops:
+    if v.o.isolate_variable_latency:
+        isolate(v.m, v.p, v.groups, v.in_group)
+
+
+def isolate(m: cp_model.CpModel, problem: Problem, groups: range, member: dict[tuple[str, int], cp_model.IntVar]) -> None:
+    """x[v, g] => vl[g] for variable-latency v; x[v, g] => not vl[g] for other ops that issue (§2.7)."""
+    for g in groups:
+        vl = m.new_bool_var(f"variable_latency_group[{g}]")
+        for op in problem.ops:
             if op.variable_latency:
-                v.m.add_implication(v.in_group[op.name, g], vl)
-            elif v.p.hold(op.name) > 0:
-                v.m.add_implication(v.in_group[op.name, g], ~vl)
+                m.add_implication(member[op.name, g], vl)
+            elif problem.hold(op.name) > 0:
+                m.add_implication(member[op.name, g], ~vl)
 
 
 def add_register_budgets(v: ScheduleModel) -> None:

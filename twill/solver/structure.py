@@ -40,6 +40,7 @@ from twill.bounds import shortest_lifetimes
 from twill.ir import Carrier
 from twill.options import SolveOptions
 from twill.problem import Problem
+from twill.solver.model import group_variables, isolate
 from twill.solver.run import Budget, Work, solver
 
 __all__ = ["StructureModel", "STRUCTURE_FAMILIES", "build_structure", "structure_floor", "propose_grouping",
@@ -79,7 +80,7 @@ class StructureModel:
 
 
 def add_groups(s: StructureModel) -> None:
-    """Groups, their warps and budgets, labelled in order of first use (as the joint model, §2.6).
+    """Groups, their warps and budgets, labelled in order of first use (``model.group_variables``, §2.6).
 
     Fact: every op is issued by one group at least as wide as the op needs; the CTA holds at most
     W warps; every group's budget comes from one register file. Charging each group its own
@@ -89,40 +90,8 @@ def add_groups(s: StructureModel) -> None:
     sum_g 32 warps[g] regs[g] <= registers per SM.
     """
     p, m, arch = s.problem, s.m, s.problem.arch
-    sizes, budgets = sorted(arch.warp_group_sizes()), sorted(arch.register_budgets())
-    for g in s.groups:
-        s.used.append(m.new_bool_var(f"used[{g}]"))
-        s.warps.append(m.new_int_var_from_domain(cp_model.Domain.from_values([0, *sizes]), f"warps[{g}]"))
-        s.regs.append(m.new_int_var_from_domain(cp_model.Domain.from_values([0, *budgets]), f"regs[{g}]"))
-        m.add(s.warps[g] == 0).only_enforce_if(~s.used[g])
-        m.add(s.warps[g] >= 1).only_enforce_if(s.used[g])
-        m.add(s.regs[g] == 0).only_enforce_if(~s.used[g])
-        m.add(s.regs[g] >= budgets[0]).only_enforce_if(s.used[g])
-        words = m.new_int_var(0, sizes[-1] * budgets[-1], f"words[{g}]")
-        m.add_multiplication_equality(words, [s.warps[g], s.regs[g]])
-        s.words.append(words)
-    for a, b in itertools.pairwise(s.used):
-        m.add_implication(b, a)
-    prefix = None
-    for op in p.ops:
-        xs = [m.new_bool_var(f"x[{op.name},{g}]") for g in s.groups]
-        m.add_exactly_one(xs)
-        for g, x in zip(s.groups, xs, strict=True):
-            s.x[op.name, g] = x
-            m.add_implication(x, s.used[g])
-            m.add(s.warps[g] >= op.min_warps).only_enforce_if(x)
-        grp = s.group_of[op.name] = m.new_int_var(0, len(s.groups) - 1, f"group[{op.name}]")
-        m.add(grp == sum(g * x for g, x in zip(s.groups, xs, strict=True)))
-        if s.options.fixed_groups:
-            continue
-        if prefix is None:  # an op opens at most the next unused label (label symmetry)
-            m.add(grp == 0)
-            prefix = grp
-        else:
-            m.add(grp <= prefix + 1)
-            nxt = m.new_int_var(0, len(s.groups) - 1, f"prefix[{op.name}]")
-            m.add_max_equality(nxt, [prefix, grp])
-            prefix = nxt
+    gv = group_variables(m, p, s.groups)
+    s.used, s.warps, s.regs, s.words, s.x, s.group_of = gv.used, gv.warps, gv.regs, gv.words, gv.member, gv.group_of
     for name, g in s.options.fixed_groups:
         m.add(s.group_of[name] == g)
     cta = s.options.max_warps if s.options.max_warps is not None else arch.limit("warps_per_cta")
@@ -146,15 +115,8 @@ def add_issue_sums(s: StructureModel) -> None:
 
 def add_isolation(s: StructureModel) -> None:
     """Variable-latency ops share a group with no op that holds it (§2.7)."""
-    if not s.options.isolate_variable_latency:
-        return
-    for g in s.groups:
-        vl = s.m.new_bool_var(f"variable_latency[{g}]")
-        for op in s.problem.ops:
-            if op.variable_latency:
-                s.m.add_implication(s.x[op.name, g], vl)
-            elif s.problem.hold(op.name) > 0:
-                s.m.add_implication(s.x[op.name, g], ~vl)
+    if s.options.isolate_variable_latency:
+        isolate(s.m, s.problem, s.groups, s.x)
 
 
 def add_register_room(s: StructureModel) -> None:

@@ -7,8 +7,8 @@ the named barriers (the default lowering) or ``mbarrier.wait``/``mbarrier.arrive
 mbarrier lowering), each with the round its comment names. Then:
 
 * every window opens and passes the same rounds: each round a group waits for (opens) is passed on
-  exactly once, and no round is passed that was not opened (the last position's round -1 pass before
-  its prologue excepted, which opens position 0's first round on named barriers);
+  exactly once, after it was opened, and no round is passed that was not opened (the last position's
+  round -1 pass before its prologue excepted, which opens position 0's first round on named barriers);
 * every interleaving of the groups' turn statements is explored (named barriers count arrivals and
   have no phase; mbarriers complete one phase per arrival and a wait tests a parity): no state may
   be stuck (a deadlock), a named barrier's generation must be one ``bar.sync`` of its position's
@@ -180,6 +180,13 @@ def _check_rounds(plan: Plan, events: dict[int, list[TurnEvent]], n: int) -> Non
                                    f"{passed.count(-1)} time(s); the first round of {_window(plan, 0)} opens on it "
                                    "(once, before the prologue)")
             passed.remove(-1)
+        held: set[int] = set()
+        for e in events.get(w.group, []):  # in program order: a round is passed after its window opened it
+            if e.kind == "wait" and e.position == p:
+                held.add(e.round)
+            elif e.kind == "pass" and e.position == (p + 1) % m and e.round in opened and e.round not in held:
+                raise CodegenError(f"codegen: turn protocol (trip count {n}): {_window(plan, p)} passes round "
+                                   f"{e.round} before it opens it: {e.line}")
         for r in sorted(set(opened) | set(passed)):
             if opened.count(r) > 1:
                 raise CodegenError(f"codegen: turn protocol (trip count {n}): {_window(plan, p)} opens round {r} "

@@ -1,12 +1,14 @@
 """Variants of one FlashAttention-forward kernel timed at one shape, interleaved with cuDNN, repeated.
 
     python bench/gpu/codegen_fa_ablate.py --kernels K1.py K2.py ... --out DIR [--shape 4,32,16384] [--repeats 3]
+        [--kernel-checks]
 
 For lowering ablations (one schedule, several ways to emit it) where the differences are a few percent:
 each kernel runs in its own process (bench/gpu/harness_common.child), is checked first as in
 codegen_fa.py (NaN-prefilled output, every element finite, fp32 softmax reference on every head of
-three small shapes: one KV block, an odd trip count, mixed batch and heads; then on the timed shape's
-own inputs against the fp32 reference on its four corner heads and every head against cuDNN), and
+three small shapes: one KV block, an odd trip count, mixed batch and heads; with --kernel-checks also
+the shapes codegen_fa.py draws from the kernel's own facts: two KV blocks, a trip count below the stage
+count, one no ring depth divides, 2x4x1024; then on the timed shape's own inputs against the fp32 reference on its four corner heads and every head against cuDNN), and
 only then timed ``--repeats`` times (do_bench medians with the SM clock sampled). cuDNN's SDPA is
 timed in its own process before the first kernel, between kernels and after the last, so a drift of
 the clock over the run shows in the baseline too. Output: DIR/codegen_fa_ablate.json and one line
@@ -36,7 +38,18 @@ def _times(run, tensors, shape, repeats: int) -> list[dict]:
     return [time_it(run, tensors, shape) for _ in range(repeats)]
 
 
-def run_kernel(path: Path, shape: tuple[int, int, int], repeats: int) -> dict:
+def small_shapes(mod, kernel_checks: bool) -> list[tuple[int, int, int, str]]:
+    """SMALL, and with ``kernel_checks`` the check shapes of codegen_fa.py for this kernel (no shape twice)."""
+    from codegen_fa import check_shapes
+
+    out = list(SMALL)
+    if kernel_checks:
+        seen = {(b, h, s) for b, h, s, _ in out}
+        out += [x for x in check_shapes(mod.PARAMS, mod.STAGES, mod.RINGS) if x[:3] not in seen]
+    return out
+
+
+def run_kernel(path: Path, shape: tuple[int, int, int], repeats: int, kernel_checks: bool = False) -> dict:
     import torch
     from codegen_fa import check, describe, kv_cycles, load
 
@@ -49,7 +62,7 @@ def run_kernel(path: Path, shape: tuple[int, int, int], repeats: int) -> dict:
         return o
 
     ok = True
-    for b, h, s, why in SMALL:
+    for b, h, s, why in small_shapes(mod, kernel_checks):
         c, _ = check(run, (b, h, s, d), dtype, every_head=True, against_cudnn=False)
         c["why"] = why
         ok &= c["ok"]
@@ -100,12 +113,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--shape", default="4,32,16384", help="B,H,S (head_dim from the kernel)")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--timeout", type=float, default=240.0)
+    ap.add_argument("--kernel-checks", action="store_true",
+                    help="also check the kernel on codegen_fa.py's shapes (two KV blocks, odd trip count, 2x4x1024)")
     ap.add_argument("--one", help=argparse.SUPPRESS)
     ap.add_argument("--cudnn", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     shape = tuple(int(x) for x in args.shape.split(","))
     if args.one:
-        return respond(lambda: run_kernel(Path(args.one), shape, args.repeats))
+        return respond(lambda: run_kernel(Path(args.one), shape, args.repeats, args.kernel_checks))
     if args.cudnn:
         return respond(lambda: run_cudnn(shape, args.cudnn, args.repeats))
     out = Path(args.out)
@@ -122,7 +137,8 @@ def main(argv: list[str] | None = None) -> int:
         for dtype in sorted(set(dtypes)) if i == 0 else []:
             doc["runs"].append(child(__file__, ["--cudnn", dtype, *common], args.timeout))
             log(summary(doc["runs"][-1]))
-        rec = child(__file__, ["--one", k, *common], args.timeout)
+        rec = child(__file__, ["--one", k, *common, *(["--kernel-checks"] if args.kernel_checks else [])],
+                    args.timeout)
         rec.setdefault("kernel", Path(k).stem)
         doc["runs"].append(rec)
         log(summary(rec))

@@ -7,7 +7,7 @@ outside the loop; ``emit`` assembles the module; ``compile`` builds it for sm_90
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from twill.codegen.emit import emit_source
@@ -23,13 +23,24 @@ class Generated:
     plan: Plan
 
 
-def generate(sched: Schedule, name: str = "", turns: bool | str = True) -> Generated:
+def generate(sched: Schedule, name: str = "", turns: bool | str = True, arch: str | Path | None = None) -> Generated:
     """Plan (refusing what cannot be lowered faithfully) and emit the kernel module of ``sched``.
 
     ``turns``: the tensor-core turn token on hardware named barriers (``True`` or 'named', the
-    default), on an mbarrier array ('mbarrier'), or left out (``False``: an ablation)."""
+    default), on an mbarrier array ('mbarrier'), or left out (``False``: an ablation).
+    ``arch``: rebuild the problem on this arch (a built-in name or a TOML file) instead of the one the
+    schedule names, for a schedule solved on an arch variant whose file it does not record (e.g.
+    ``bench/codegen/h200_warpgroup_rates.toml``); the schedule must still validate on it, and the
+    kernel's header names it."""
     from twill.validate import problem_for, validate
 
+    if arch is not None:
+        from twill.arch.registry import get_arch
+
+        path = str(arch)
+        chosen = get_arch(path)
+        is_file = path.endswith(".toml") or "/" in path
+        sched = replace(sched, arch=chosen.name, arch_path=path if is_file else None)
     problem = problem_for(sched)
     violations = validate(problem, sched)
     if violations:
@@ -40,7 +51,8 @@ def generate(sched: Schedule, name: str = "", turns: bool | str = True) -> Gener
     return Generated(emit_source(plan, name), plan)
 
 
-def generate_file(schedule_path: str | Path, out: str | Path, turns: bool | str = True) -> Generated:
-    g = generate(Schedule.read(schedule_path), Path(schedule_path).name, turns)
+def generate_file(schedule_path: str | Path, out: str | Path, turns: bool | str = True,
+                  arch: str | Path | None = None) -> Generated:
+    g = generate(Schedule.read(schedule_path), Path(schedule_path).name, turns, arch)
     Path(out).write_text(g.source, encoding="utf-8")
     return g

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 from twill.codegen import templates as T
 from twill.codegen.plan import Channel, CodegenError, Partition, Plan
+from twill.codegen.protocol import check_turns
 from twill.ir import Carrier
 
 __all__ = ["emit_source"]
@@ -33,16 +34,17 @@ def _key(j: T.Iter) -> tuple[str, int]:
 class _State:
     """What the emitted code holds at the current point: for each op the iterations its value
     variables hold ([var, var_p1, ...], newest first), the wgmmas issued and not yet retired (in
-    issue order), and the tensor-core windows whose turn was taken and not yet passed."""
+    issue order), and per tensor-core window (turn position) the rounds whose turn was taken and not
+    yet passed (oldest first)."""
 
     hist: dict[str, list[T.Iter]] = field(default_factory=dict)
     inflight: list[tuple[str, T.Iter]] = field(default_factory=list)
-    open_turns: dict[int, T.Iter] = field(default_factory=dict)
+    open_turns: dict[int, list[T.Iter]] = field(default_factory=dict)
     tokens: set[str] = field(default_factory=set)  # variables typed as in-flight wgmma accumulators
 
     def rebase(self, f) -> _State:
         return _State({k: [f(j) for j in v] for k, v in self.hist.items()}, [(o, f(j)) for o, j in self.inflight],
-                      {p: f(j) for p, j in self.open_turns.items()}, set(self.tokens))
+                      {p: [f(j) for j in v] for p, v in self.open_turns.items()}, set(self.tokens))
 
     def in_flight(self, op: str, j: T.Iter) -> int | None:
         """Position of ``op``'s wgmma of iteration ``j`` among those in flight (None: not in flight)."""
@@ -50,7 +52,10 @@ class _State:
 
     def signature(self) -> tuple:
         return ({k: [_key(j) for j in v] for k, v in self.hist.items()}, [(o, _key(j)) for o, j in self.inflight],
-                {p: _key(j) for p, j in self.open_turns.items()}, sorted(self.tokens))
+                {p: [_key(j) for j in v] for p, v in self.open_turns.items() if v}, sorted(self.tokens))
+
+    def is_open(self, position: int, rnd: T.Iter) -> bool:
+        return _key(rnd) in [_key(j) for j in self.open_turns.get(position, [])]
 
 
 class _Body:
@@ -187,13 +192,15 @@ class _Body:
         order = f"windows {[(w.group, list(w.ops)) for w in plan.windows]} take tensor-core turns in start order"
         if win is not None and op == win.first:
             rnd = j.shift(win.rounds[op])
+            for old in list(self.st.open_turns.get(win.position, [])):  # a window holds one round at a time
+                self.pass_turn(win, old, depth, "before the window's next round opens")
             why = f"wait for group {o.group}'s turn: {order}"
             if plan.turn_kind == "named":
                 bar, threads = plan.turn_barrier(win.position)
                 self.add(T.named_barrier("sync", bar, threads, f"{why} (round {rnd.expr()}, named barrier)"), depth)
             else:
-                self.add(T.turn_wait(win.position, rnd, why), depth)
-            self.st.open_turns[win.position] = rnd
+                self.add(T.turn_wait(win.position, rnd, f"{why} (round {rnd.expr()})"), depth)
+            self.st.open_turns.setdefault(win.position, []).append(rnd)
         a = self._operand_a(op, spec, j, depth)
         b = T.ring_view(spec.b, plan.rings[spec.b].copies, None, spec.b_permute, j)
         if spec.acc_from is None:
@@ -205,17 +212,28 @@ class _Body:
         self.assign(op, j, T.wgmma(a, b, acc, use), f"{op}: group {o.group}, stage {o.stage}, offset {o.offset}; "
                     + ("accumulator chained in place" if use else "fresh accumulator"), depth)
         self.st.inflight.append((op, j))
-        if win is not None and op == win.last:
-            self.pass_turn(win, j.shift(win.rounds[op]), depth)
+        if win is not None:
+            rnd = j.shift(win.rounds[op])
+            if self.st.is_open(win.position, rnd) and self._closes(win, op, j):
+                self.pass_turn(win, rnd, depth)
         if not hold:
             self.after(op, j, depth)
 
-    def pass_turn(self, win, rnd: T.Iter, depth: int) -> None:
+    def _closes(self, win, op: str, j: T.Iter) -> bool:
+        """Whether ``op`` of iteration ``j`` is the last wgmma of its window's round that the program
+        issues: it is the window's last, or each later wgmma of the round falls in an iteration before
+        the first (a round only partly present in the prologue: FA3's order, Q·Kᵀ(0) with no P·V(-1)).
+        A later wgmma past the last iteration is not decided here: the round stays open until the
+        window's next round opens or the partition ends."""
+        later = win.ops[win.ops.index(op) + 1:]
+        return all(not j.base and j.off + win.rounds[op] - win.rounds[w] < 0 for w in later)
+
+    def pass_turn(self, win, rnd: T.Iter, depth: int, when: str = "") -> None:
+        """Pass round ``rnd`` of ``win`` on to the next position (exactly once per round opened)."""
         nxt = self.plan.windows[(win.position + 1) % len(self.plan.windows)]
-        why = f"pass the turn to group {nxt.group}"
-        if not rnd.base and rnd.off < 0:
-            return  # a round before the first: its window never opened
-        pred = f"{rnd.expr()} >= 0" if rnd.base and rnd.min < 0 else None
+        why = f"pass the turn to group {nxt.group}" + (f", {when}" if when else "")
+        first = rnd.shift(-win.rounds[win.first])  # the iteration of the wgmma that opened the round
+        pred = f"{first.expr()} >= 0" if first.base and first.min < 0 else None
         if self.plan.turn_kind == "named":
             bar, threads = self.plan.turn_barrier(nxt.position)
             if pred:
@@ -223,8 +241,9 @@ class _Body:
                 depth += 1
             self.add(T.named_barrier("arrive", bar, threads, f"{why} (round {rnd.expr()})"), depth)
         else:
-            self.add(T.turn_pass(win.position, len(self.plan.windows), why, pred), depth)
-        self.st.open_turns.pop(win.position, None)
+            self.add(T.turn_pass(win.position, len(self.plan.windows), f"{why} (round {rnd.expr()})", pred), depth)
+        rounds = self.st.open_turns.get(win.position, [])
+        rounds[:] = [x for x in rounds if _key(x) != _key(rnd)]
 
     def after(self, op: str, j: T.Iter, depth: int) -> None:
         """The schedule's retire points that follow ``op``."""
@@ -390,9 +409,9 @@ def _emit_partition(plan: Plan, part: Partition, depth: dict[str, int], check: b
             b.add(f"if {b.n} + {e} >= {S}:  # short trip counts: the prologue already ran these steps")
             depth_ = 2
         b.step([(op, T.Iter(b.n, e - part.stage[op], 1)) for op in part.ops if part.stage[op] > e], depth_)
-    for pos in sorted(b.st.open_turns):
-        win = plan.windows[pos]
-        b.pass_turn(win, b.st.open_turns[pos], 1)
+    for pos in sorted(b.st.open_turns):  # rounds whose later wgmmas lie past the last iteration
+        for rnd in list(b.st.open_turns[pos]):
+            b.pass_turn(plan.windows[pos], rnd, 1)
     b.wait(0, "frame: the epilogue reads the accumulators", 1, release=False)
     last = T.Iter(b.n, -1, 1)
     for op in frame.outputs():
@@ -526,4 +545,6 @@ def emit_source(plan: Plan, schedule_name: str = "") -> str:
         out += ["", *_partition(plan, p, arglist), ""]
     out += ["", *_kernel(plan, name, args), "", ""]
     out += frame.host(name, launch)
-    return "\n".join(out) + "\n"
+    text = "\n".join(out) + "\n"
+    check_turns(text, plan)  # the turn statements as emitted: every round opened is passed once, no deadlock
+    return text

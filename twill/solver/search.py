@@ -150,7 +150,7 @@ def solve(problem: Problem, options: SolveOptions | None = None) -> Schedule:
 def _structure_floor(ctx: Context, lb: int, why: str, cap: int) -> tuple[int, str]:
     """The structure relaxation's least II (``twill.solver.structure``): below it no grouping of
     the ops fits in-order issue, registers, shared-memory hand-offs and hand-off recurrences."""
-    if cap < lb or not _heuristics_apply(ctx.options):
+    if cap < lb or ctx.options.swp_only:
         return lb, why
     floor = structure_floor(ctx.problem, ctx.options, lb, cap, ctx.work, ctx.work.until(FLOOR.units(ctx.options.work)))
     if floor is None or floor.ii <= lb:
@@ -448,10 +448,13 @@ def _heuristic_incumbent(problem: Problem, options: SolveOptions, lb: int, work:
     (``twill.solver.sequential``); None when none holds.
 
     It bounds the search from above (windows stop below its II) and is the answer when the budget
-    runs out before CP-SAT finds anything. Not for a baseline strategy or an ablation whose
-    restriction (fixed groups, one stage, no hand-off) the heuristics do not obey; they do obey a
-    warp cap (``max_warps``), and the cap is checked again on their schedules.
+    runs out before CP-SAT finds anything. Where every op's group is pinned, the constructive schedule
+    under that grouping (``_pinned_incumbent``); none under an ablation whose restriction (one stage,
+    no hand-off) the heuristics do not obey. They do obey a warp cap (``max_warps``), and the cap is
+    checked again on their schedules.
     """
+    if options.fixed_groups:
+        return _pinned_incumbent(problem, options, lb, work)
     if not _heuristics_apply(options):
         return None
 
@@ -470,6 +473,18 @@ def _heuristic_incumbent(problem: Problem, options: SolveOptions, lb: int, work:
         return heuristic
     sched = _sequential(problem, options)
     return sched if sched is not None and sched.ii >= lb and _fits(sched, options) else None
+
+
+def _pinned_incumbent(problem: Problem, options: SolveOptions, lb: int, work: Work) -> Schedule | None:
+    """Where the options pin every op's group (a baseline, or roles given with ``--groups``), the
+    constructive scheduler's schedule under exactly that grouping; None under a one-stage or no-hand-off
+    restriction, which it does not obey, or where some op is left free."""
+    groups = dict(options.fixed_groups)
+    if options.single_stage or options.no_handoff or len(groups) != len(problem.ops):
+        return None
+    built = construct_schedule(problem, options, groups, deadline=work.deadline, lower_bound=lb).schedule
+    work.spent += CONSTRUCT_UNITS_PER_OP * len(problem.ops)
+    return built if built is not None and not work.check_wall() and built.ii >= lb and _fits(built, options) else None
 
 
 def _source(sched: Schedule) -> str:

@@ -334,3 +334,33 @@ def test_a_budget_limited_failure_says_why_the_sequential_schedule_does_not_fit(
     text = search._why_no_first(p, SolveOptions())
     assert "the sequential schedule breaks tmem" in text and "576 columns" in text and "b200 has 512" in text
     assert "\n" not in text
+
+
+_HINTED_WINDOW = """
+from ortools.sat.python import cp_model
+from twill.arch.registry import get_arch
+from twill.frontend.programs import load_program
+from twill.options import SolveOptions
+from twill.problem import build_problem
+from twill.solver.model import build_model
+from twill.solver.run import Work, solver
+arch = get_arch("h100")
+p = build_problem(load_program("fa_fwd", arch, {"subtiles": 1, "head_dim": 64, "block_n": 128}), arch)
+v = build_model(p, SolveOptions(workers=2), 1050, 1050)
+v.m.minimize(v.ii)
+v.m.add_hint(v.start["load_k"], 41)
+print(solver(Work.starting_now(60.0, 10.0), 2.0, 2).solve(v.m) == cp_model.INFEASIBLE)
+"""
+
+
+def test_a_hinted_window_does_not_abort_cp_sat():
+    """CP-SAT 9.15 aborts the process (a failed CHECK, not an exception) on this window of fa_fwd (head dim 64,
+    block_n 128, h100, II 1050) once any variable is hinted, in interleaved search at its default probing level;
+    the solver runs at probing level 1 (``run.PROBING_LEVEL``), where the window is refuted. In a subprocess, so
+    that a regression fails this test instead of killing the run."""
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-c", _HINTED_WINDOW], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-500:]
+    assert out.stdout.strip() == "True"

@@ -26,6 +26,11 @@ SEARCH_AND_BOUND = ("max_lp", "quick_restart")
 # For satisfaction (refuting a range of II, or finding any schedule at one II): restarts with and
 # without the LP, which refute the memory relaxation's empty windows fastest (benchmarks_notes.md).
 RESTARTS = ("quick_restart", "quick_restart_no_lp")
+# CP-SAT 9.15's deepest probing (level 2, the default) aborts the whole process on some hinted models in
+# interleaved search ("Check failed: heuristics.fixed_search != nullptr"; a window of fa_fwd at head_dim 64,
+# block_n 128 on h100 with any one hinted variable, tests/test_solver.py); level 1 keeps presolve's probing
+# of clauses and never takes that path. An abort cannot be caught, so every solve runs at level 1.
+PROBING_LEVEL = 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,6 +119,7 @@ def solver(work: Work, units: float, workers: int, portfolio: tuple[str, ...] = 
         s.parameters.subsolvers.extend(portfolio)
     s.parameters.max_deterministic_time = max(0.01, min(units, work.left()))
     s.parameters.random_seed = seed
+    s.parameters.cp_model_probing_level = PROBING_LEVEL
     return s
 
 

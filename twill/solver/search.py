@@ -191,9 +191,8 @@ def _at_target(ctx: Context, target: int, top: Schedule | None, lb: int, tried: 
                until: float) -> Schedule | None:
     """The first schedule built under the proposals at ``target`` (``_structured``), or None."""
     p, o = ctx.problem, ctx.options
-    counts = [c for c in range(1, min(o.max_groups, len(p.ops)) + 1)]
     least = None
-    for count in counts:
+    for count in range(1, min(o.max_groups, len(p.ops)) + 1):
         for balanced in (False, True):
             if ctx.work.spent >= until or ctx.work.left() <= 0 or (least is not None and count > least + 1):
                 return None
@@ -213,16 +212,21 @@ def _at_target(ctx: Context, target: int, top: Schedule | None, lb: int, tried: 
 
 
 def _constructed(ctx: Context, groups: dict[str, int], top: Schedule | None, lb: int) -> Schedule | None:
+    """``_built`` for the search's context."""
+    return _built(ctx.problem, ctx.options, groups, ctx.work, lb, top)
+
+
+def _built(problem: Problem, options: SolveOptions, groups: dict[str, int], work: Work, lb: int,
+           top: Schedule | None = None) -> Schedule | None:
     """The constructive scheduler's schedule under ``groups`` below ``top``'s II, charged to the work
-    budget by the body's size (``CONSTRUCT_UNITS_PER_OP``: its Python time is not CP-SAT's), or None."""
-    p, o = ctx.problem, ctx.options
-    result = construct_schedule(p, o, groups, upper=None if top is None else top.ii - 1,
-                                deadline=ctx.work.deadline, lower_bound=lb)
-    ctx.work.spent += CONSTRUCT_UNITS_PER_OP * len(p.ops)
-    sched = result.schedule
-    if sched is None or ctx.work.check_wall() or not _fits(sched, o) or (top is not None and sched.ii >= top.ii):
+    budget by the body's size (``CONSTRUCT_UNITS_PER_OP``: its Python time is not CP-SAT's); None when
+    it finds none, the wall-clock cap cut it, or the schedule breaks the options' caps."""
+    sched = construct_schedule(problem, options, groups, upper=None if top is None else top.ii - 1,
+                               deadline=work.deadline, lower_bound=lb).schedule
+    work.spent += CONSTRUCT_UNITS_PER_OP * len(problem.ops)
+    if sched is None or work.check_wall() or sched.ii < lb or not _fits(sched, options):
         return None
-    return sched
+    return sched if top is None or sched.ii < top.ii else None
 
 
 def _fits(sched: Schedule, options: SolveOptions) -> bool:
@@ -464,11 +468,7 @@ def _heuristic_incumbent(problem: Problem, options: SolveOptions, lb: int, work:
     if heuristic is not None and (heuristic.ii < lb or not _fits(heuristic, options)):
         heuristic = None
     if not options.swp_only:
-        built = construct_schedule(problem, options, dict(producer_consumer_split(problem)), deadline=work.deadline,
-                                   upper=None if heuristic is None else heuristic.ii - 1, lower_bound=lb).schedule
-        work.spent += CONSTRUCT_UNITS_PER_OP * len(problem.ops)
-        if built is not None and not work.check_wall() and built.ii >= lb and _fits(built, options):
-            heuristic = built
+        heuristic = _built(problem, options, dict(producer_consumer_split(problem)), work, lb, heuristic) or heuristic
     if heuristic is not None:
         return heuristic
     sched = _sequential(problem, options)
@@ -482,9 +482,7 @@ def _pinned_incumbent(problem: Problem, options: SolveOptions, lb: int, work: Wo
     groups = dict(options.fixed_groups)
     if options.single_stage or options.no_handoff or len(groups) != len(problem.ops):
         return None
-    built = construct_schedule(problem, options, groups, deadline=work.deadline, lower_bound=lb).schedule
-    work.spent += CONSTRUCT_UNITS_PER_OP * len(problem.ops)
-    return built if built is not None and not work.check_wall() and built.ii >= lb and _fits(built, options) else None
+    return _built(problem, options, groups, work, lb)
 
 
 def _source(sched: Schedule) -> str:

@@ -221,8 +221,8 @@ def derive(results: Mapping[str, dict], reference: Mapping[str, dict] | None = N
         f"(tma_bytes_per_clk_distinct); one SM alone: {_one_sm(results):.1f} B/clk", "tma")
     add("rates", "tma_bytes_per_clk_distinct", round(distinct * scale, 1),
         f"{distinct:.1f} B/clk/SM at {bench_clock:.0f} MHz with one CTA per SM streaming distinct tiles of an 8 MiB "
-        f"L2-resident region (16-64 KiB boxes, median), x {bench_clock:.0f}/{clock:.0f} MHz (the L2 feed "
-        "when no tile is shared: the cost model charges TMA loads with sharing none at this rate)", "tma")
+        f"L2-resident region (16-64 KiB boxes, median), x {bench_clock:.0f}/{clock:.0f} MHz (informational: the "
+        "L2 bound when no tile is shared; the cost model reads tma_bytes_per_clk)", "tma")
     stream = [r for r in _records(results, "tma", kind="throughput", pattern="stream") if r["ctas"] > 1]
     hbm_per_sm = statistics.median(float(r["bytes_per_clk_per_sm"]["median"]) for r in stream)
     gbs = max(float(r["gpu_gbytes_per_s_lower_bound"]) for r in stream)
@@ -383,9 +383,7 @@ def _tma_loaded(results: Mapping[str, dict], clock: float, tma_clock: float, rat
     time for both tiles at ``rate`` (``tma_bytes_per_clk``): the cost model's ``busy + latency`` of the pair then
     equals what the ring's consumer waits for. The isolated load's intercept (tma.json, measured at
     ``tma_clock``) is given beside it, and the tile pattern's saturated L2 feed as ``tma_bytes_per_clk_gemm``
-    (the rate of ``sharing="panel"`` loads). Loads charged at that slower rate spend ~600 more cycles of the pair
-    in transfer than the latency derivation assumed: their ring is planned conservatively (deeper), never
-    faster than measured."""
+    (informational)."""
     rec = _loaded_at_pace(results, clock, flops_per_clk)
     mhz = float(rec["sm_clock_mhz"]["median"])
     pair = int(rec["bytes_a"]) + int(rec["bytes_b"])
@@ -420,9 +418,8 @@ def _tma_loaded(results: Mapping[str, dict], clock: float, tma_clock: float, rat
         add("rates", "tma_bytes_per_clk_gemm", round(per_clk * r_mhz / clock, 1),
             f"{per_clk:.1f} B/clk/SM at {r_mhz:.0f} MHz: the same GEMM loads with the ring released at once (no MMA "
             f"pace), every SM, {r['depth']} slots, x {r_mhz:.0f}/{clock:.0f} MHz. The L2 feed under a GEMM's tile "
-            "sharing saturates here, well below tma_bytes_per_clk (every SM on the same tiles) (the cost model "
-            "charges TMA loads shared in this pattern, sharing panel as in the gemm program, at this rate: a loop "
-            "needing more per SM is bound by it, issue 21)",
+            "sharing saturates here, well below tma_bytes_per_clk (every SM on the same tiles) (informational: the "
+            "cost model reads tma_bytes_per_clk; a loop needing more per SM is bound by this, issue 21)",
             "tma_loaded")
 
 

@@ -25,6 +25,7 @@ from twill.body_json import read_body
 from twill.options import SolveOptions
 from twill.problem import Problem, build_problem
 from twill.solver.model import build_model
+from twill.solver.run import PROBING_LEVEL
 from twill.solver.structure import StructureModel, build_structure
 
 Grouping = dict[str, int]
@@ -43,14 +44,21 @@ def exclude(s: StructureModel, groups: Grouping) -> None:
     s.m.add_bool_or([~s.x[name, g] for name, g in groups.items()])
 
 
+def cpsat(seconds: float, workers: int) -> cp_model.CpSolver:
+    """A CP-SAT solver on a wall-clock limit (a probe, not the search's work budget), at the search's probing
+    level (``run.PROBING_LEVEL``: level 2 aborts CP-SAT 9.15 on some models)."""
+    solver = cp_model.CpSolver()
+    solver.parameters.num_workers = workers
+    solver.parameters.max_time_in_seconds = seconds
+    solver.parameters.cp_model_probing_level = PROBING_LEVEL
+    return solver
+
+
 def pinned(problem: Problem, options: SolveOptions, groups: Grouping, lo: int, hi: int, seconds: float):
     """The least II in [lo, hi] with ``groups`` pinned: (status, II or None)."""
     v = build_model(problem, replace(options, fixed_groups=tuple(groups.items())), lo, hi)
     v.m.minimize(v.ii)
-    solver = cp_model.CpSolver()
-    solver.parameters.num_workers = options.workers
-    solver.parameters.max_time_in_seconds = seconds
-    solver.parameters.cp_model_probing_level = 1  # level 2 aborts CP-SAT 9.15 on some models (run.PROBING_LEVEL)
+    solver = cpsat(seconds, options.workers)
     status = solver.solve(v.m)
     return status, (int(solver.value(v.ii)) if status in (cp_model.OPTIMAL, cp_model.FEASIBLE) else None)
 
@@ -72,9 +80,7 @@ def main(argv: list[str] | None = None) -> int:
     lo, hi, best, n, t0 = args.lo, args.hi, None, 0, time.time()
     s = structure(problem, options, hi, [])
     while time.time() - t0 < args.seconds and lo <= hi:
-        solver = cp_model.CpSolver()
-        solver.parameters.num_workers = options.workers
-        solver.parameters.max_time_in_seconds = 10
+        solver = cpsat(10, options.workers)
         status = solver.solve(s.m)
         if status == cp_model.INFEASIBLE:
             print(f"[{time.time() - t0:.0f} s] no grouping left at hi {hi}: [{lo}, {hi}] refuted"

@@ -225,6 +225,27 @@ def test_descent_repairs_a_schedule_moved_to_a_lower_ii():
     assert ctx.upper.ii == out.found.ii  # the best schedule is handed on to later phases
 
 
+def test_sweep_decides_a_narrow_window_ii_by_ii():
+    """The sweep (design.md §3.1): the joint model at one fixed II on one worker refutes the one-tile
+    FA window just above the structure floor, and in a window holding the optimum it stops at the
+    least II with a schedule, every II below refuted, found from the heuristic's schedule moved there."""
+    from twill.solver import hints
+    from twill.solver.ims import ims_triton_split
+    from twill.solver.phases import Verdict, Window, sweep
+    from twill.solver.run import Budget
+
+    budget = Budget(share=0, at_least=20)
+    ctx = _context(problem("fa_fwd", "h100"))
+    out = sweep(ctx, Window(2148, 2160), budget)
+    assert out.verdict is Verdict.EMPTY and out.floor == 2161 and ctx.refutations[-1][:2] == (2148, 2160)
+    p = problem("fa_fwd", "h100", subtiles=2)
+    ctx = _context(p)
+    ctx.upper = hints.from_schedule(p, ims_triton_split(p, ctx.options).schedule)  # 2465: the hint, moved
+    out = sweep(ctx, Window(2040, 2060), budget)
+    assert out.verdict is Verdict.FOUND and out.found.ii == out.floor == 2048
+    assert ctx.refutations[-1][:2] == (2040, 2047)
+
+
 def test_rotation_anchor_sits_on_the_bottleneck_and_respects_twins():
     """The anchor is the first op of the most loaded unit. FA's two sub-tiles swap Q·K_0 with Q·K_1,
     so the start cuts give way to the offset cut on the twin; GEMM has no twins (design.md §2.8c)."""

@@ -93,6 +93,7 @@ class Context:
     hint: Assignment | None = None  # the hint relaxation's schedule
     upper: Assignment | None = None  # the best schedule of the full problem known so far (with groups and budgets)
     refutations: list[tuple[int, int, str]] = field(default_factory=list)  # (lo, hi, by what): the proof
+    window: Window | None = None  # the window being decided
 
     @property
     def memory(self) -> bool:
@@ -100,8 +101,8 @@ class Context:
         family that one leaves out: TMEM (the register budgets need warp groups, which it drops)."""
         return not self.options.swp_only and any(op.tmem_cols for op in self.problem.ops)
 
-    def new_window(self) -> None:
-        self.memory_schedule, self.memory_ran, self.hint = None, False, None
+    def new_window(self, w: Window) -> None:
+        self.memory_schedule, self.memory_ran, self.hint, self.window = None, False, None, w
 
     def solver(self, units: float, portfolio: tuple[str, ...] = (), seed: int = 0) -> Solver:
         return solver(self.work, units, self.options.workers, portfolio, seed)
@@ -389,8 +390,73 @@ def _repair(ctx: Context, a: Assignment) -> Assignment | None:
     return hints.read(w, s.value, budgets=True) if s.solve(w.m) in FEASIBLE else None
 
 
+# -- the window II by II, on one worker ---------------------------------------------------------------
+
+SWEEP = Budget(share=1 / 3, at_least=4.0)
+SWEEP_WINDOW = Budget(share=0.0, at_least=2.0, attempt=1.0)  # the whole window, any schedule, in restarts
+SWEEP_II = Budget(share=0.0, at_least=2.0, attempt=1.0)  # one II, in restarts
+SWEEP_WIDTH = 64  # the widest window swept: wider ones cost more IIs than the budget holds
+
+
+def sweep(ctx: Context, w: Window, budget: Budget) -> Outcome:
+    """Decide a narrow window II by II with the joint model at one fixed II on one CP-SAT worker.
+
+    At a fixed II the model is linear (no stages times a variable II), and a single worker spends its
+    deterministic work on one search instead of interleaving a portfolio: on small bodies that refutes
+    an II in 0.1-1 units where the two-worker window search stalls for ten (docs/benchmarks_notes.md).
+    First any schedule in the whole window (refutes an empty one, or caps the sweep), then each II
+    from lo: an II refuted raises the floor, the first with a schedule is the window's optimum."""
+    until = ctx.work.until(budget.units(ctx.options.work))
+    status, found = _one_worker(ctx, w.lo, w.hi, SWEEP_WINDOW, until) if w.hi > w.lo else (cp_model.UNKNOWN, None)
+    if status == cp_model.INFEASIBLE:
+        ctx.refuted(w.lo, w.hi, "CP-SAT on one worker (the joint model)")
+        ctx.report(f"II window [{w.lo}, {w.hi}]: proven infeasible on one worker")
+        return Outcome(Verdict.EMPTY, w.hi + 1)
+    top = found.ii - 1 if found is not None else w.hi
+    ii = w.lo
+    while ii <= top and ctx.work.spent < until and ctx.work.left() > 0:
+        status, at = _one_worker(ctx, ii, ii, SWEEP_II, until)
+        if status in FEASIBLE:
+            found, top = at, ii - 1
+            break
+        if status != cp_model.INFEASIBLE:
+            break
+        ii += 1
+    ctx.refuted(w.lo, min(ii, top + 1) - 1, "CP-SAT on one worker, II by II (the joint model)")
+    if ii > w.lo:
+        ctx.report(f"II window [{w.lo}, {w.hi}]: every II below {min(ii, top + 1)} refuted on one worker")
+    if found is not None:
+        return Outcome(Verdict.FOUND, found.ii if ii > top else ii, found)
+    return Outcome(Verdict.EMPTY if ii > w.hi else Verdict.UNDECIDED, ii)
+
+
+def _one_worker(ctx: Context, lo: int, hi: int, budget: Budget, until: float) -> tuple[int, Found | None]:
+    """The joint model over [lo, hi], any schedule, on one worker in restarts (its work is
+    heavy-tailed in the seed), from the best schedule known moved to lo: (status, the schedule
+    found or None)."""
+    v = build_model(ctx.problem, ctx.options, lo, hi)
+    if ctx.upper is not None:  # the best schedule moved to lo: where it repairs, finding is quick
+        hints.hint(v, ctx.upper, starts=False)
+        hints.hint_rescaled(v, ctx.upper, lo)
+    status = cp_model.UNKNOWN
+    for units, seed in attempts(budget.attempt, min(until, ctx.work.until(budget.at_least)), ctx.work,
+                                growth=budget.growth):
+        s = solver(ctx.work, units, 1, seed=seed)
+        status = s.solve(v.m)
+        if status in FEASIBLE:
+            return status, Found(v, s)
+        if status != cp_model.UNKNOWN:
+            break
+    return status, None
+
+
+def _narrow(ctx: Context) -> bool:
+    return ctx.window is not None and ctx.window.hi - ctx.window.lo < SWEEP_WIDTH
+
+
 WINDOW_PHASES: tuple[Phase, ...] = (
     Phase("memory_relaxation", lambda ctx: ctx.memory, memory_relaxation, MEMORY),
+    Phase("sweep", _narrow, sweep, SWEEP),
     Phase("hint_relaxation", _joint, hint_relaxation, HINT),
     Phase("full_window", _worth_a_full_window, full_window, FULL),
 )

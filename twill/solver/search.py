@@ -335,16 +335,27 @@ def _settle(ctx: Context, found: Found, proven: int) -> _IIResult:
 
 def _decide(ctx: Context, w: Window) -> Outcome:
     """The window's phases in order, each on the window above the floor the earlier ones proved,
-    until one is decisive."""
-    ctx.new_window()
+    until one is decisive. A schedule above its phase's floor (the sweep's, stopped part-way) is
+    kept, becomes the best known, and the later phases decide the window below it."""
+    ctx.new_window(w)
+    best: Found | None = None
     for phase in WINDOW_PHASES:
         if not phase.applies(ctx) or ctx.work.left() <= 0:
             continue
         out = phase.run(ctx, w, phase.budget)
-        if out.verdict is not Verdict.UNDECIDED:
+        if out.verdict is Verdict.EMPTY and best is not None:
+            return Outcome(Verdict.FOUND, best.ii, best)  # every II below the kept schedule is refuted
+        if out.verdict is Verdict.EMPTY or (out.verdict is Verdict.FOUND and out.found.ii == out.floor):
             return out
+        if out.verdict is Verdict.FOUND:
+            best = out.found
+            ctx.upper = hints.read(best.model, best.solver.value, budgets=True)
+            w = Window(max(w.lo, out.floor), best.ii - 1)
+            if w.lo > w.hi:
+                return Outcome(Verdict.FOUND, best.ii, best)
+            continue
         w = Window(max(w.lo, out.floor), w.hi)
-    return Outcome(Verdict.UNDECIDED, w.lo)
+    return Outcome(Verdict.FOUND, w.lo, best) if best is not None else Outcome(Verdict.UNDECIDED, w.lo)
 
 
 def _probe_above(ctx: Context, floor: int, hi: int, cap: int) -> Found | None:

@@ -94,6 +94,7 @@ class Context:
     upper: Assignment | None = None  # the best schedule of the full problem known so far (with groups and budgets)
     refutations: list[tuple[int, int, str]] = field(default_factory=list)  # (lo, hi, by what): the proof
     window: Window | None = None  # the window being decided
+    swept: float = 0.0  # work the sweep has spent over all windows (``SWEEP_TOTAL``)
 
     @property
     def memory(self) -> bool:
@@ -392,7 +393,8 @@ def _repair(ctx: Context, a: Assignment) -> Assignment | None:
 
 # -- the window II by II, on one worker ---------------------------------------------------------------
 
-SWEEP = Budget(share=1 / 3, at_least=4.0)
+SWEEP = Budget(share=1 / 3, at_least=4.0)  # per window
+SWEEP_TOTAL = 1 / 2  # of the work, over all windows: where II by II does not pay, the other phases keep the rest
 SWEEP_WINDOW = Budget(share=0.0, at_least=2.0, attempt=1.0)  # the whole window, any schedule, in restarts
 SWEEP_II = Budget(share=0.0, at_least=2.0, attempt=1.0)  # one II, in restarts
 SWEEP_WIDTH = 64  # the widest window swept: wider ones cost more IIs than the budget holds
@@ -406,7 +408,15 @@ def sweep(ctx: Context, w: Window, budget: Budget) -> Outcome:
     an II in 0.1-1 units where the two-worker window search stalls for ten (docs/benchmarks_notes.md).
     First any schedule in the whole window (refutes an empty one, or caps the sweep), then each II
     from lo: an II refuted raises the floor, the first with a schedule is the window's optimum."""
-    until = ctx.work.until(budget.units(ctx.options.work))
+    start = ctx.work.spent
+    until = ctx.work.until(min(budget.units(ctx.options.work), SWEEP_TOTAL * ctx.options.work - ctx.swept))
+    try:
+        return _sweep(ctx, w, until)
+    finally:
+        ctx.swept += ctx.work.spent - start
+
+
+def _sweep(ctx: Context, w: Window, until: float) -> Outcome:
     status, found = _one_worker(ctx, w.lo, w.hi, SWEEP_WINDOW, until) if w.hi > w.lo else (cp_model.UNKNOWN, None)
     if status == cp_model.INFEASIBLE:
         ctx.refuted(w.lo, w.hi, "CP-SAT on one worker (the joint model)")
@@ -451,7 +461,8 @@ def _one_worker(ctx: Context, lo: int, hi: int, budget: Budget, until: float) ->
 
 
 def _narrow(ctx: Context) -> bool:
-    return ctx.window is not None and ctx.window.hi - ctx.window.lo < SWEEP_WIDTH
+    return (ctx.window is not None and ctx.window.hi - ctx.window.lo < SWEEP_WIDTH
+            and ctx.swept < SWEEP_TOTAL * ctx.options.work)
 
 
 WINDOW_PHASES: tuple[Phase, ...] = (

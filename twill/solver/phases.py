@@ -407,7 +407,10 @@ def sweep(ctx: Context, w: Window, budget: Budget) -> Outcome:
     deterministic work on one search instead of interleaving a portfolio: on small bodies that refutes
     an II in 0.1-1 units where the two-worker window search stalls for ten (docs/benchmarks_notes.md).
     First any schedule in the whole window (refutes an empty one, or caps the sweep), then each II
-    from lo: an II refuted raises the floor, the first with a schedule is the window's optimum."""
+    from lo: an II refuted raises the floor, the first with a schedule is the window's optimum. A
+    window of ``SWEEP_WIDTH`` or more is swept only after the two-worker phases, from the floor they
+    left, without the whole-window attempt: there the sweep only raises the floor.
+    """
     start = ctx.work.spent
     until = ctx.work.until(min(budget.units(ctx.options.work), SWEEP_TOTAL * ctx.options.work - ctx.swept))
     try:
@@ -417,7 +420,8 @@ def sweep(ctx: Context, w: Window, budget: Budget) -> Outcome:
 
 
 def _sweep(ctx: Context, w: Window, until: float) -> Outcome:
-    status, found = _one_worker(ctx, w.lo, w.hi, SWEEP_WINDOW, until) if w.hi > w.lo else (cp_model.UNKNOWN, None)
+    whole = w.lo < w.hi < w.lo + SWEEP_WIDTH  # (a wide window is what the two-worker phases just failed at)
+    status, found = _one_worker(ctx, w.lo, w.hi, SWEEP_WINDOW, until) if whole else (cp_model.UNKNOWN, None)
     if status == cp_model.INFEASIBLE:
         ctx.refuted(w.lo, w.hi, "CP-SAT on one worker (the joint model)")
         ctx.report(f"II window [{w.lo}, {w.hi}]: proven infeasible on one worker")
@@ -461,8 +465,16 @@ def _one_worker(ctx: Context, lo: int, hi: int, budget: Budget, until: float) ->
 
 
 def _narrow(ctx: Context) -> bool:
-    return (ctx.window is not None and ctx.window.hi - ctx.window.lo < SWEEP_WIDTH
-            and ctx.swept < SWEEP_TOTAL * ctx.options.work)
+    return _sweep_left(ctx) and ctx.window.hi - ctx.window.lo < SWEEP_WIDTH
+
+
+def _wide(ctx: Context) -> bool:
+    """A wide window the two-worker phases left undecided: the sweep still raises its floor."""
+    return _sweep_left(ctx) and ctx.window.hi - ctx.window.lo >= SWEEP_WIDTH
+
+
+def _sweep_left(ctx: Context) -> bool:
+    return ctx.window is not None and ctx.swept < SWEEP_TOTAL * ctx.options.work
 
 
 WINDOW_PHASES: tuple[Phase, ...] = (
@@ -470,6 +482,7 @@ WINDOW_PHASES: tuple[Phase, ...] = (
     Phase("sweep", _narrow, sweep, SWEEP),
     Phase("hint_relaxation", _joint, hint_relaxation, HINT),
     Phase("full_window", _worth_a_full_window, full_window, FULL),
+    Phase("sweep", _wide, sweep, SWEEP),
 )
 
 

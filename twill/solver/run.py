@@ -57,6 +57,13 @@ class Work:
     limit: float  # deterministic units the search may spend
     spent: float = 0.0
     cut: bool = False
+    first: float | None = None  # wall seconds at which the first validated schedule was in hand
+
+    def found_first(self) -> None:
+        """Record now as the moment the search first held a validated schedule (the answer from then on,
+        should the wall-clock cap cut the rest)."""
+        if self.first is None:
+            self.first = self.seconds()
 
     @classmethod
     def starting_now(cls, seconds: float, units: float) -> Work:

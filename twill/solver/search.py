@@ -113,7 +113,7 @@ def solve(problem: Problem, options: SolveOptions | None = None) -> Schedule:
     lb, why = bound_and_reason(problem, options)
     ctx.report(f"lower bound II >= {lb}: {why}")
     incumbent = _heuristic_incumbent(problem, options, lb, ctx.work)
-    first = ctx.work.seconds() if incumbent is not None else None
+    first = ctx.work.first if incumbent is not None else None
     if incumbent is not None:
         ctx.report(f"first schedule, from {_source(incumbent)}, at II {incumbent.ii}")
     lb, why = _structure_floor(ctx, lb, why, sequential_ii(problem) if incumbent is None else incumbent.ii - 1)
@@ -478,12 +478,18 @@ def _heuristic_incumbent(problem: Problem, options: SolveOptions, lb: int, work:
     heuristic = None if work.check_wall() else result.schedule
     if heuristic is not None and (heuristic.ii < lb or not _fits(heuristic, options)):
         heuristic = None
+    if heuristic is not None:
+        work.found_first()
     if not options.swp_only:
         heuristic = _built(problem, options, dict(producer_consumer_split(problem)), work, lb, heuristic) or heuristic
     if heuristic is not None:
+        work.found_first()
         return heuristic
     sched = _sequential(problem, options)
-    return sched if sched is not None and sched.ii >= lb and _fits(sched, options) else None
+    if sched is not None and sched.ii >= lb and _fits(sched, options):
+        work.found_first()
+        return sched
+    return None
 
 
 def _pinned_incumbent(problem: Problem, options: SolveOptions, lb: int, work: Work) -> Schedule | None:
@@ -493,7 +499,10 @@ def _pinned_incumbent(problem: Problem, options: SolveOptions, lb: int, work: Wo
     groups = dict(options.fixed_groups)
     if options.single_stage or options.no_handoff or len(groups) != len(problem.ops):
         return None
-    return _built(problem, options, groups, work, lb)
+    sched = _built(problem, options, groups, work, lb)
+    if sched is not None:
+        work.found_first()
+    return sched
 
 
 def _source(sched: Schedule) -> str:

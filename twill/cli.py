@@ -14,7 +14,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from twill.errors import TwillError
-from twill.options import SolveOptions, default_work, pin_groups
+from twill.options import UNITS_PER_SECOND, SolveOptions, default_work, pin_groups
 
 _DEFAULTS = SolveOptions()  # one source of the option defaults
 _STARTED = time.monotonic()  # the wall-clock cap counts from here: imports and output are the user's wait too
@@ -607,7 +607,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "(default %(default)s)")
     p.add_argument("--work-limit", type=float, default=None,
                    help="the search's budget in CP-SAT deterministic units (about a core-second each); the same "
-                        "budget gives the same answer on any machine load (default: half the time limit)")
+                        "budget gives the same answer on any machine load (default: "
+                        f"{UNITS_PER_SECOND:g} per second of --time-limit, {default_work(_DEFAULTS.time_limit):g} at "
+                        f"{_DEFAULTS.time_limit:g} s)")
     p.add_argument("--phase-limit", type=float, default=_DEFAULTS.phase_limit,
                    help="deterministic units for each secondary objective (default %(default)s)")
     p.add_argument("--workers", type=int, default=_DEFAULTS.workers,
@@ -720,7 +722,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="wall-clock cap in seconds per point (default %(default)s)")
     p.add_argument("--work-limit", type=float, default=None,
                    help="each point's search budget in CP-SAT deterministic units; the same budget gives the same "
-                        "answer on any machine load (default: half the time limit)")
+                        "answer on any machine load (default: "
+                        f"{UNITS_PER_SECOND:g} per second of --time-limit)")
     p.add_argument("--phase-limit", type=float, default=_DEFAULTS.phase_limit,
                    help="deterministic units for each secondary objective (default %(default)s)")
     p.add_argument("--workers", type=int, default=1,

@@ -18,7 +18,7 @@ from twill.problem import Problem
 from twill.solver.assemble import Assignment
 from twill.solver.model import ScheduleModel
 
-__all__ = ["read", "from_schedule", "hint", "hint_rescaled", "hint_solution", "solution_of", "short_stage_bound", "first_use_labels",
+__all__ = ["read", "from_schedule", "hint", "hint_rescaled", "hint_moved", "hint_solution", "solution_of", "short_stage_bound", "first_use_labels",
            "pressure_objective"]
 
 Value = Callable[[cp_model.IntVar], int]
@@ -66,6 +66,13 @@ def hint_rescaled(v: ScheduleModel, a: Assignment, ii: int) -> None:
         v.m.add_hint(v.stage[name], stage)
         v.m.add_hint(v.offset[name], offset)
         v.m.add_hint(v.start[name], stage * ii + offset)
+
+
+def hint_moved(v: ScheduleModel, a: Assignment, ii: int) -> None:
+    """Hint ``v`` with ``a`` moved to II ``ii`` (``hint_rescaled``), groups, warps and budgets kept:
+    where a cold search at one II is heavy-tailed, this is a short repair."""
+    hint(v, a, starts=False)
+    hint_rescaled(v, a, ii)
 
 
 def solution_of(s: cp_model.CpSolver) -> list[int]:

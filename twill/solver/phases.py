@@ -405,7 +405,7 @@ def sweep(ctx: Context, w: Window, budget: Budget) -> Outcome:
 
     At a fixed II the model is linear (no stages times a variable II), and a single worker spends its
     deterministic work on one search instead of interleaving a portfolio: on small bodies that refutes
-    an II in 0.1-1 units where the two-worker window search stalls for ten (docs/benchmarks_notes.md).
+    an II in 0.06-1.8 units where the two-worker window search stalls for ten (bench/worker_probe.py).
     First any schedule in the whole window (refutes an empty one, or caps the sweep), then each II
     from lo: an II refuted raises the floor, the first with a schedule is the window's optimum. A
     window of ``SWEEP_WIDTH`` or more is swept only after the two-worker phases, from the floor they
@@ -413,14 +413,13 @@ def sweep(ctx: Context, w: Window, budget: Budget) -> Outcome:
     """
     start = ctx.work.spent
     until = ctx.work.until(min(budget.units(ctx.options.work), SWEEP_TOTAL * ctx.options.work - ctx.swept))
-    try:
-        return _sweep(ctx, w, until)
-    finally:
-        ctx.swept += ctx.work.spent - start
+    out = _sweep(ctx, w, until)
+    ctx.swept += ctx.work.spent - start
+    return out
 
 
 def _sweep(ctx: Context, w: Window, until: float) -> Outcome:
-    whole = w.lo < w.hi < w.lo + SWEEP_WIDTH  # (a wide window is what the two-worker phases just failed at)
+    whole = w.lo < w.hi < w.lo + SWEEP_WIDTH  # a wide window is what the two-worker phases just failed at
     status, found = _one_worker(ctx, w.lo, w.hi, SWEEP_WINDOW, until) if whole else (cp_model.UNKNOWN, None)
     if status == cp_model.INFEASIBLE:
         ctx.refuted(w.lo, w.hi, "CP-SAT on one worker (the joint model)")
@@ -449,9 +448,8 @@ def _one_worker(ctx: Context, lo: int, hi: int, budget: Budget, until: float) ->
     heavy-tailed in the seed), from the best schedule known moved to lo: (status, the schedule
     found or None)."""
     v = build_model(ctx.problem, ctx.options, lo, hi)
-    if ctx.upper is not None:  # the best schedule moved to lo: where it repairs, finding is quick
-        hints.hint(v, ctx.upper, starts=False)
-        hints.hint_rescaled(v, ctx.upper, lo)
+    if ctx.upper is not None:  # where the best schedule moved to lo repairs, finding is quick
+        hints.hint_moved(v, ctx.upper, lo)
     status = cp_model.UNKNOWN
     for units, seed in attempts(budget.attempt, min(until, ctx.work.until(budget.at_least)), ctx.work,
                                 growth=budget.growth):
@@ -583,8 +581,7 @@ def descent(ctx: Context, w: Window, budget: Budget) -> Outcome:
     while failed + 1 < best.ii and ctx.work.spent < until and ctx.work.left() > 0:
         probe = (failed + best.ii) // 2
         v = build_model(ctx.problem, ctx.options, probe, probe)
-        hints.hint(v, best, starts=False)
-        hints.hint_rescaled(v, best, probe)
+        hints.hint_moved(v, best, probe)
         s = ctx.solver(min(budget.attempt, until - ctx.work.spent))
         if s.solve(v.m) in FEASIBLE:
             found = Found(v, s)

@@ -113,7 +113,9 @@ def solve(problem: Problem, options: SolveOptions | None = None) -> Schedule:
     lb, why = bound_and_reason(problem, options)
     ctx.report(f"lower bound II >= {lb}: {why}")
     incumbent = _heuristic_incumbent(problem, options, lb, ctx.work)
-    first = ctx.work.first if incumbent is not None else None
+    if incumbent is not None:
+        ctx.work.found_first()  # (where IMS's schedule came first, at that moment)
+    first = ctx.work.first
     if incumbent is not None:
         ctx.report(f"first schedule, from {_source(incumbent)}, at II {incumbent.ii}")
     lb, why = _structure_floor(ctx, lb, why, sequential_ii(problem) if incumbent is None else incumbent.ii - 1)
@@ -343,18 +345,17 @@ def _decide(ctx: Context, w: Window) -> Outcome:
         if not phase.applies(ctx) or ctx.work.left() <= 0:
             continue
         out = phase.run(ctx, w, phase.budget)
-        if out.verdict is Verdict.EMPTY and best is not None:
-            return Outcome(Verdict.FOUND, best.ii, best)  # every II below the kept schedule is refuted
-        if out.verdict is Verdict.EMPTY or (out.verdict is Verdict.FOUND and out.found.ii == out.floor):
-            return out
-        if out.verdict is Verdict.FOUND:
+        floor = max(w.lo, out.floor)
+        if out.verdict is Verdict.FOUND and out.found.ii > floor:  # kept; the window below it goes on
             best = out.found
             ctx.upper = hints.read(best.model, best.solver.value, budgets=True)
-            w = Window(max(w.lo, out.floor), best.ii - 1)
-            if w.lo > w.hi:
-                return Outcome(Verdict.FOUND, best.ii, best)
+            w = Window(floor, best.ii - 1)
             continue
-        w = Window(max(w.lo, out.floor), w.hi)
+        if out.verdict is Verdict.EMPTY and best is not None:
+            return Outcome(Verdict.FOUND, best.ii, best)  # every II below the kept schedule is refuted
+        if out.verdict is not Verdict.UNDECIDED:
+            return out
+        w = Window(floor, w.hi)
     return Outcome(Verdict.FOUND, w.lo, best) if best is not None else Outcome(Verdict.UNDECIDED, w.lo)
 
 
@@ -479,17 +480,13 @@ def _heuristic_incumbent(problem: Problem, options: SolveOptions, lb: int, work:
     if heuristic is not None and (heuristic.ii < lb or not _fits(heuristic, options)):
         heuristic = None
     if heuristic is not None:
-        work.found_first()
+        work.found_first()  # the answer from here on, whatever the constructive scheduler adds
     if not options.swp_only:
         heuristic = _built(problem, options, dict(producer_consumer_split(problem)), work, lb, heuristic) or heuristic
     if heuristic is not None:
-        work.found_first()
         return heuristic
     sched = _sequential(problem, options)
-    if sched is not None and sched.ii >= lb and _fits(sched, options):
-        work.found_first()
-        return sched
-    return None
+    return sched if sched is not None and sched.ii >= lb and _fits(sched, options) else None
 
 
 def _pinned_incumbent(problem: Problem, options: SolveOptions, lb: int, work: Work) -> Schedule | None:
@@ -499,10 +496,7 @@ def _pinned_incumbent(problem: Problem, options: SolveOptions, lb: int, work: Wo
     groups = dict(options.fixed_groups)
     if options.single_stage or options.no_handoff or len(groups) != len(problem.ops):
         return None
-    sched = _built(problem, options, groups, work, lb)
-    if sched is not None:
-        work.found_first()
-    return sched
+    return _built(problem, options, groups, work, lb)
 
 
 def _source(sched: Schedule) -> str:

@@ -1,0 +1,68 @@
+"""What one CP-SAT worker buys at a fixed II (issue 16; the measurement behind the search's `sweep` phase,
+docs/design.md §3.1d). Not a test: it prints deterministic units, which depend on the model, not the machine.
+
+    python bench/worker_probe.py random-fa-16000-n10-h100 --lo 2094 --hi 2120
+    python bench/worker_probe.py fa_fwd-st1-d128-bn128-h100 --lo 2148 --hi 2160 --workers 1
+
+For each worker count: the joint model at every fixed II of [lo, hi] (any schedule, no hint), its status and
+the units it spent; then the joint model over the whole window. CASE is a suite case id (bench/suite/*.json).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from ortools.sat.python import cp_model
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from suite.cases import build_case, read_manifest  # noqa: E402
+
+from twill.options import SolveOptions  # noqa: E402
+from twill.problem import Problem  # noqa: E402
+from twill.solver.model import build_model  # noqa: E402
+from twill.solver.run import Work, solver  # noqa: E402
+
+MARK = {cp_model.INFEASIBLE: "x", cp_model.OPTIMAL: "F", cp_model.FEASIBLE: "F", cp_model.UNKNOWN: "?"}
+
+
+def case(case_id: str) -> Problem:
+    for half in ("tuned", "fresh"):
+        for c in read_manifest(half)["cases"]:
+            if c["id"] == case_id:
+                return build_case(c)
+    raise SystemExit(f"no suite case {case_id!r}")
+
+
+def spend(p: Problem, workers: int, lo: int, hi: int, units: float) -> tuple[int, float]:
+    """(status, units spent) of the joint model over [lo, hi], any schedule."""
+    work = Work.starting_now(3600, units)
+    status = solver(work, units, workers).solve(build_model(p, SolveOptions(workers=workers), lo, hi).m)
+    return status, work.spent
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("case")
+    ap.add_argument("--lo", type=int, required=True)
+    ap.add_argument("--hi", type=int, required=True)
+    ap.add_argument("--workers", default="1,2", help="worker counts to compare (default 1,2)")
+    ap.add_argument("--units", type=float, default=5.0, help="units per solve (default 5)")
+    args = ap.parse_args(argv)
+    p = case(args.case)
+    print("| workers | IIs (x refuted, F schedule, ? undecided) | units per II | units, all IIs | whole window |")
+    print("|---|---|---|---|---|")
+    for workers in map(int, args.workers.split(",")):
+        marks, spent = "", []
+        for ii in range(args.lo, args.hi + 1):
+            status, units = spend(p, workers, ii, ii, args.units)
+            marks, spent = marks + MARK[status], [*spent, units]
+        status, units = spend(p, workers, args.lo, args.hi, args.units)
+        print(f"| {workers} | {marks} | {min(spent):.2f}-{max(spent):.2f} | {sum(spent):.1f} | "
+              f"{MARK[status]} in {units:.2f} |", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

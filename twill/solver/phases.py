@@ -449,7 +449,7 @@ def _one_worker(ctx: Context, lo: int, hi: int, budget: Budget, until: float,
     heavy-tailed in the seed): (status, the schedule found or None). Each restart starts from the
     best schedule known moved to lo, where a repair finds a schedule quickly; with ``cold`` (II by
     II, where almost every answer is a refutation) the restarts alternate, the first cold: the moved
-    schedule sends CP-SAT repairing where a cold start refutes, 0.2 units per II cold against 0.35
+    schedule sends CP-SAT repairing where a cold start refutes, 0.27 units per II cold against 0.35
     hinted over 20 IIs of two small bodies, and tmem-16004's II 549 refuted cold in 0.87 units stays
     undecided after 6 hinted (docs/benchmarks_notes.md, session 11)."""
     v = build_model(ctx.problem, ctx.options, lo, hi)

@@ -3,9 +3,14 @@ docs/design.md §3.1d). Not a test: it prints deterministic units, which depend 
 
     python bench/worker_probe.py random-fa-16000-n10-h100 --lo 2094 --hi 2120
     python bench/worker_probe.py fa_fwd-st1-d128-bn128-h100 --lo 2148 --hi 2160 --workers 1
+    twill solve fa_fwd --arch h100 --out fa1.json
+    python bench/worker_probe.py fa_fwd-st1-d128-bn128-h100 --lo 2200 --hi 2210 --workers 1 --hint fa1.json
 
 For each worker count: the joint model at every fixed II of [lo, hi] (any schedule, no hint), its status and
 the units it spent; then the joint model over the whole window. CASE is a suite case id (bench/suite/*.json).
+With ``--hint``, every solve starts from that schedule moved to its II (the sweep's start, ``hints.hint_moved``),
+and each line is printed twice, hinted and cold: the hint can cost a refutation or save it (docs/benchmarks_notes.md,
+session 11).
 """
 
 from __future__ import annotations
@@ -21,6 +26,9 @@ from suite.cases import build_case, read_manifest  # noqa: E402
 
 from twill.options import SolveOptions  # noqa: E402
 from twill.problem import Problem  # noqa: E402
+from twill.schedule import Schedule  # noqa: E402
+from twill.solver import hints  # noqa: E402
+from twill.solver.assemble import Assignment  # noqa: E402
 from twill.solver.model import build_model  # noqa: E402
 from twill.solver.run import Work, solver  # noqa: E402
 
@@ -35,10 +43,13 @@ def case(case_id: str) -> Problem:
     raise SystemExit(f"no suite case {case_id!r}")
 
 
-def spend(p: Problem, workers: int, lo: int, hi: int, units: float) -> tuple[int, float]:
-    """(status, units spent) of the joint model over [lo, hi], any schedule."""
+def spend(p: Problem, workers: int, lo: int, hi: int, units: float, hint: Assignment | None) -> tuple[int, float]:
+    """(status, units spent) of the joint model over [lo, hi], any schedule, from ``hint`` moved to lo."""
     work = Work.starting_now(3600, units)
-    status = solver(work, units, workers).solve(build_model(p, SolveOptions(workers=workers), lo, hi).m)
+    v = build_model(p, SolveOptions(workers=workers), lo, hi)
+    if hint is not None:
+        hints.hint_moved(v, hint, lo)
+    status = solver(work, units, workers).solve(v.m)
     return status, work.spent
 
 
@@ -49,18 +60,24 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--hi", type=int, required=True)
     ap.add_argument("--workers", default="1,2", help="worker counts to compare (default 1,2)")
     ap.add_argument("--units", type=float, default=5.0, help="units per solve (default 5)")
+    ap.add_argument("--hint", metavar="SCHEDULE.json", help="also start each solve from this schedule (twill solve --out)")
     args = ap.parse_args(argv)
     p = case(args.case)
-    print("| workers | IIs (x refuted, F schedule, ? undecided) | units per II | units, all IIs | whole window |")
-    print("|---|---|---|---|---|")
+    starts: list[tuple[str, Assignment | None]] = [("cold", None)]
+    if args.hint:
+        sched = Schedule.read(args.hint)
+        starts.append((f"from II {sched.ii}", hints.from_schedule(p, sched)))
+    print("| workers | start | IIs (x refuted, F schedule, ? undecided) | units per II | units, all IIs | whole window |")
+    print("|---|---|---|---|---|---|")
     for workers in map(int, args.workers.split(",")):
-        marks, spent = "", []
-        for ii in range(args.lo, args.hi + 1):
-            status, units = spend(p, workers, ii, ii, args.units)
-            marks, spent = marks + MARK[status], [*spent, units]
-        status, units = spend(p, workers, args.lo, args.hi, args.units)
-        print(f"| {workers} | {marks} | {min(spent):.2f}-{max(spent):.2f} | {sum(spent):.1f} | "
-              f"{MARK[status]} in {units:.2f} |", flush=True)
+        for name, hint in starts:
+            marks, spent = "", []
+            for ii in range(args.lo, args.hi + 1):
+                status, units = spend(p, workers, ii, ii, args.units, hint)
+                marks, spent = marks + MARK[status], [*spent, units]
+            status, units = spend(p, workers, args.lo, args.hi, args.units, hint)
+            print(f"| {workers} | {name} | {marks} | {min(spent):.2f}-{max(spent):.2f} | {sum(spent):.1f} | "
+                  f"{MARK[status]} in {units:.2f} |", flush=True)
     return 0
 
 

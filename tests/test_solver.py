@@ -7,7 +7,6 @@ import json
 import pytest
 
 from tests.conftest import problem, shared_graph
-from twill.arch.registry import get_arch
 from twill.errors import InfeasibleError
 from twill.frontend.programs import load_program
 from twill.problem import build_problem
@@ -245,28 +244,6 @@ def test_sweep_decides_a_narrow_window_ii_by_ii():
     out = sweep(ctx, Window(2040, 2060), budget)
     assert out.verdict is Verdict.FOUND and out.found.ii == out.floor == 2048
     assert ctx.refutations[-1][:2] == (2040, 2047)
-
-
-def test_sweep_restarts_cold_where_the_moved_schedule_misleads():
-    """tmem-16004 of the suite (12 ops, b200): from the heuristic's schedule (II 710) moved down, the
-    sweep refutes every II of [544, 551] and stops at 552, its optimum. Hinted-only restarts stalled
-    at II 550 (the moved schedule sends CP-SAT repairing where a cold start refutes in under a unit;
-    design.md §3.1d)."""
-    from twill.random_loops import random_body
-    from twill.solver import hints
-    from twill.solver.phases import Verdict, Window, sweep
-    from twill.solver.run import Budget
-    from twill.solver.search import _heuristic_incumbent
-
-    arch = get_arch("b200")
-    p = build_problem(random_body(16004, 12, profile="tmem"), arch)
-    ctx = _context(p)
-    first = _heuristic_incumbent(p, ctx.options, 543, ctx.work)
-    assert first is not None and first.ii == 710
-    ctx.upper = hints.from_schedule(p, first)
-    out = sweep(ctx, Window(544, 552), Budget(share=0, at_least=20))
-    assert out.verdict is Verdict.FOUND and out.found.ii == out.floor == 552
-    assert ctx.refutations[-1][:2] == (544, 551)
 
 
 def test_rotation_anchor_sits_on_the_bottleneck_and_respects_twins():

@@ -420,7 +420,7 @@ def sweep(ctx: Context, w: Window, budget: Budget) -> Outcome:
 
 def _sweep(ctx: Context, w: Window, until: float) -> Outcome:
     whole = w.lo < w.hi < w.lo + SWEEP_WIDTH  # a wide window is what the two-worker phases just failed at
-    status, found = _one_worker(ctx, w.lo, w.hi, SWEEP_WINDOW, until, cold=False) if whole else (cp_model.UNKNOWN, None)
+    status, found = _one_worker(ctx, w.lo, w.hi, SWEEP_WINDOW, until) if whole else (cp_model.UNKNOWN, None)
     if status == cp_model.INFEASIBLE:
         ctx.refuted(w.lo, w.hi, "CP-SAT on one worker (the joint model)")
         ctx.report(f"II window [{w.lo}, {w.hi}]: proven infeasible on one worker")
@@ -428,7 +428,7 @@ def _sweep(ctx: Context, w: Window, until: float) -> Outcome:
     top = found.ii - 1 if found is not None else w.hi
     ii = w.lo
     while ii <= top and ctx.work.spent < until and ctx.work.left() > 0:
-        status, at = _one_worker(ctx, ii, ii, SWEEP_II, until, cold=True)
+        status, at = _one_worker(ctx, ii, ii, SWEEP_II, until)
         if status in FEASIBLE:
             found, top = at, ii - 1
             break
@@ -443,22 +443,16 @@ def _sweep(ctx: Context, w: Window, until: float) -> Outcome:
     return Outcome(Verdict.EMPTY if ii > w.hi else Verdict.UNDECIDED, ii)
 
 
-def _one_worker(ctx: Context, lo: int, hi: int, budget: Budget, until: float,
-                cold: bool) -> tuple[int, Found | None]:
+def _one_worker(ctx: Context, lo: int, hi: int, budget: Budget, until: float) -> tuple[int, Found | None]:
     """The joint model over [lo, hi], any schedule, on one worker in restarts (its work is
-    heavy-tailed in the seed): (status, the schedule found or None). Each restart starts from the
-    best schedule known moved to lo, where a repair finds a schedule quickly; with ``cold`` (II by
-    II, where almost every answer is a refutation) the restarts alternate, the first cold: the moved
-    schedule sends CP-SAT repairing where a cold start refutes, 0.27 units per II cold against 0.35
-    hinted over 20 IIs of two small bodies, and tmem-16004's II 549 refuted cold in 0.87 units stays
-    undecided after 6 hinted (docs/benchmarks_notes.md, session 11)."""
+    heavy-tailed in the seed), from the best schedule known moved to lo: (status, the schedule
+    found or None)."""
     v = build_model(ctx.problem, ctx.options, lo, hi)
+    if ctx.upper is not None:  # where the best schedule moved to lo repairs, finding is quick
+        hints.hint_moved(v, ctx.upper, lo)
     status = cp_model.UNKNOWN
-    for i, (units, seed) in enumerate(attempts(budget.attempt, min(until, ctx.work.until(budget.at_least)),
-                                               ctx.work, growth=budget.growth)):
-        v.m.clear_hints()
-        if ctx.upper is not None and not (cold and i % 2 == 0):
-            hints.hint_moved(v, ctx.upper, lo)
+    for units, seed in attempts(budget.attempt, min(until, ctx.work.until(budget.at_least)), ctx.work,
+                                growth=budget.growth):
         s = solver(ctx.work, units, 1, seed=seed)
         status = s.solve(v.m)
         if status in FEASIBLE:

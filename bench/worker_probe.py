@@ -5,6 +5,7 @@ docs/design.md §3.1d). Not a test: it prints deterministic units, which depend 
     python bench/worker_probe.py fa_fwd-st1-d128-bn128-h100 --lo 2148 --hi 2160 --workers 1
     twill solve fa_fwd --arch h100 --out fa1.json
     python bench/worker_probe.py fa_fwd-st1-d128-bn128-h100 --lo 2200 --hi 2210 --workers 1 --hint fa1.json
+    python bench/worker_probe.py random-tmem-16004-n12-b200 --body-out t04.json   # a random case's body, to solve
 
 For each worker count: the joint model at every fixed II of [lo, hi] (any schedule, no hint), its status and
 the units it spent; then the joint model over the whole window. CASE is a suite case id (bench/suite/*.json).
@@ -22,10 +23,12 @@ from pathlib import Path
 from ortools.sat.python import cp_model
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from suite.cases import build_case, read_manifest  # noqa: E402
+from suite.cases import build_body, read_manifest  # noqa: E402
 
+from twill.arch.registry import get_arch  # noqa: E402
+from twill.body_json import write_body  # noqa: E402
 from twill.options import SolveOptions  # noqa: E402
-from twill.problem import Problem  # noqa: E402
+from twill.problem import Problem, build_problem  # noqa: E402
 from twill.schedule import Schedule  # noqa: E402
 from twill.solver import hints  # noqa: E402
 from twill.solver.assemble import Assignment  # noqa: E402
@@ -35,11 +38,11 @@ from twill.solver.run import Work, solver  # noqa: E402
 MARK = {cp_model.INFEASIBLE: "x", cp_model.OPTIMAL: "F", cp_model.FEASIBLE: "F", cp_model.UNKNOWN: "?"}
 
 
-def case(case_id: str) -> Problem:
+def case(case_id: str) -> dict:
     for half in ("tuned", "fresh"):
         for c in read_manifest(half)["cases"]:
             if c["id"] == case_id:
-                return build_case(c)
+                return c
     raise SystemExit(f"no suite case {case_id!r}")
 
 
@@ -56,13 +59,21 @@ def spend(p: Problem, workers: int, lo: int, hi: int, units: float, hint: Assign
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("case")
-    ap.add_argument("--lo", type=int, required=True)
-    ap.add_argument("--hi", type=int, required=True)
+    ap.add_argument("--lo", type=int)
+    ap.add_argument("--hi", type=int)
     ap.add_argument("--workers", default="1,2", help="worker counts to compare (default 1,2)")
     ap.add_argument("--units", type=float, default=5.0, help="units per solve (default 5)")
     ap.add_argument("--hint", metavar="SCHEDULE.json", help="also start each solve from this schedule (twill solve --out)")
+    ap.add_argument("--body-out", metavar="BODY.json", help="only write the case's loop body (for twill solve) and stop")
     args = ap.parse_args(argv)
-    p = case(args.case)
+    c = case(args.case)
+    body = build_body(c)
+    if args.body_out:
+        write_body(body, args.body_out)
+        return 0
+    if args.lo is None or args.hi is None:
+        ap.error("--lo and --hi are required")
+    p = build_problem(body, get_arch(c["arch"]))
     starts: list[tuple[str, Assignment | None]] = [("cold", None)]
     if args.hint:
         sched = Schedule.read(args.hint)

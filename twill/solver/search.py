@@ -114,14 +114,13 @@ def solve(problem: Problem, options: SolveOptions | None = None) -> Schedule:
     ctx.report(f"lower bound II >= {lb}: {why}")
     incumbent = _heuristic_incumbent(problem, options, lb, ctx.work)
     if incumbent is not None:
-        ctx.work.found_first()  # (where IMS's schedule came first, at that moment)
-    first = ctx.work.first
-    if incumbent is not None:
+        ctx.work.found_first()  # a no-op where IMS's schedule, in hand earlier, already marked it
         ctx.report(f"first schedule, from {_source(incumbent)}, at II {incumbent.ii}")
     lb, why = _structure_floor(ctx, lb, why, sequential_ii(problem) if incumbent is None else incumbent.ii - 1)
     better = _structured(ctx, lb, incumbent)
     if better is not None:
-        incumbent, first = better, first if first is not None else ctx.work.seconds()
+        incumbent = better
+        ctx.work.found_first()
     cap = sequential_ii(problem) if incumbent is None else incumbent.ii - 1
     if incumbent is not None:
         ctx.upper = hints.from_schedule(problem, incumbent)
@@ -129,12 +128,14 @@ def solve(problem: Problem, options: SolveOptions | None = None) -> Schedule:
     lb, why = _modulo_floor(ctx, lb, why, cap)
     fallback = _construct(ctx, lb, cap) if incumbent is None else None
     if fallback is not None:
-        first, cap = ctx.work.seconds(), fallback.ii - 1
+        cap = fallback.ii - 1
+        ctx.work.found_first()
         ctx.upper = hints.read(fallback.model, fallback.solver.value, budgets=True)
     ctx.work.limit = options.work * (1 - RESERVE if incumbent is not None or fallback is not None else 1)
     result = _search_ii(ctx, lb, cap) if cap >= lb else _IIResult(None, False, lb, exhausted=True)
     ctx.work.limit = options.work
     ii_seconds = ctx.work.seconds()
+    first = ctx.work.first
     found, optimal, floor = result.found, result.optimal, result.floor
     if found is None:
         found = fallback or (_adopt(ctx, incumbent) if incumbent is not None else None)

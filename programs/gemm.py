@@ -28,8 +28,13 @@ def build(arch: Arch, block_m: int, block_n: int, block_k: int, dtype: str, subt
     if subtiles > 1:  # the default body keeps the parameters it always had
         params["subtiles"] = subtiles
     b = LoopBuilder("gemm", **params)
-    b.add(ops.tma_load(arch, "load_a", block_m * block_k * esize))
-    b.add(ops.tma_load(arch, "load_b", block_n * block_k * esize))
+    # The epilogue stages the C tile in SMEM for its TMA store, allocated beside the rings for the
+    # kernel's life (twill/codegen/frames.py): the rings get what is left.
+    b.static_smem = block_m * block_n * esize
+    # Raster order shares an A panel along a tile row and a B panel along a column: the L2 feed and
+    # landing time of that pattern ("panel"), slower per SM than every SM on the same tile.
+    b.add(ops.tma_load(arch, "load_a", block_m * block_k * esize, sharing="panel"))
+    b.add(ops.tma_load(arch, "load_b", block_n * block_k * esize, sharing="panel"))
     names = ["mma"] if subtiles == 1 else [f"mma{j}" for j in range(subtiles)]
     for name in names:
         mma = ops.mma(arch, name, block_m // subtiles, block_n, block_k, dtype)

@@ -180,16 +180,25 @@ def test_quantized_results_say_so_and_take_the_reference(results):
     assert tma["source"].startswith("I: from a measurement on NVIDIA H200") and "ref/tma.json" in tma["source"]
 
 
+def _h200_facts() -> tuple[dict, dict, float]:
+    h200 = load_results(RESULTS_H200)
+    facts = {m.key: m for m in derive(h200)}
+    return h200, facts, facts["clock_mhz"].value
+
+
+def _gemm_pace_record(h200: dict) -> dict:
+    """tma_loaded.json's record at a GEMM step's pace: 128 x 256 tiles, 1024 cycles per step, a ring of 4."""
+    return next(r for r in h200["tma_loaded"]["records"] if r["ctas"] > 1 and r["block_n"] == 256
+                and r["pace_ns"] == 663 and r["depth"] == 4)
+
+
 def test_tma_latency_under_load_is_what_a_gemm_ring_waits_for():
     """With tma_loaded.json, latencies.tma is the median landing of a GEMM step's B tile after its A tile's issue,
     every SM loading at the tensor cores' pace, less the model's transfer time for both tiles."""
     # given
-    h200 = load_results(RESULTS_H200)
-    facts = {m.key: m for m in derive(h200)}
-    clock = facts["clock_mhz"].value
+    h200, facts, clock = _h200_facts()
     # when: the record the calibration must read: 128 x 256 tiles at 1024 cycles per step, the deepest ring
-    rec = next(r for r in h200["tma_loaded"]["records"] if r["ctas"] > 1 and r["block_n"] == 256
-               and r["pace_ns"] == 663 and r["depth"] == 4)
+    rec = _gemm_pace_record(h200)
     land = rec["latency_b_cycles"]["median"] * clock / rec["sm_clock_mhz"]["median"]
     # then
     assert rec["cycles_per_step"]["median"] <= 1.02 * rec["pace_cycles"]  # the pace held
@@ -199,6 +208,19 @@ def test_tma_latency_under_load_is_what_a_gemm_ring_waits_for():
     assert "under load" in facts["tma"].how and facts["tma"].bench == "tma_loaded"
     # and the saturated feed under a GEMM's sharing is far below every SM on the same tiles
     assert facts["tma_bytes_per_clk_gemm"].value < 0.5 * facts["tma_bytes_per_clk"].value
+
+
+def test_the_panel_latency_is_the_tail_a_gemm_ring_must_cover():
+    """latencies.tma_gemm: the same record's p99 landing less both tiles at the GEMM feed, so a ring planned
+    on it covers the tail of in-order landings (issue 21: rings planned on the median stalled)."""
+    h200, facts, clock = _h200_facts()
+    rec = _gemm_pace_record(h200)
+    p99 = rec["latency_b_percentiles"]["p99"] * clock / rec["sm_clock_mhz"]["median"]
+    assert facts["tma_gemm"].value == pytest.approx(p99 - (16384 + 32768) / facts["tma_bytes_per_clk_gemm"].value,
+                                                    abs=1)
+    assert facts["tma_gemm"].value == 1878 and facts["tma_gemm"].bench == "tma_loaded"
+    assert facts["tma_gemm"].value > 2 * facts["tma"].value  # the tail, not the median
+    assert "99th percentile" in facts["tma_gemm"].how
 
 
 def test_a_loaded_ring_that_missed_its_pace_gives_no_latency():

@@ -74,22 +74,52 @@ def test_plan_reads_every_structural_fact_off_the_schedule(name):
     assert default.warps % 4 == 0 and any(op in plan.mmas for op in default.ops)
 
 
-def test_wait_depth_comes_from_latency_over_ii():
+def _next_in_group(sched: Schedule, plan, op: str) -> tuple[str, int]:
+    """The group's next wgmma issue after ``op`` (op, iteration shift)."""
+    v = sched.op(op)
+    nxt = min((u.start + d * sched.ii, u.offset, u.id, d) for u in sched.ops for d in range(-6, 7)
+              if u.id in plan.mmas and u.group == v.group and u.start + d * sched.ii > v.start)
+    return nxt[2], nxt[3]
+
+
+@pytest.mark.parametrize("suffix", ["", "_isolated", "_feed", "_same_tile"])
+def test_wait_depth_comes_from_latency_over_ii(suffix):
     """k = the group's wgmma issues that fall inside an MMA's latency; the wait sits after the k-th.
-    With one MMA per group and latency > II that is wait(1) after the next iteration's issue."""
-    for name in KERNELS:
-        sched = Schedule.read(SCHEDULES / f"gemm_{name}.json")
+    With one MMA per group and latency > II that is wait(1) after the next iteration's issue; with
+    none inside (latency <= II), the retire is deferred behind the group's next wgmma, wait(1)
+    there, never a wait(0) that would hold the warps for the whole latency."""
+    for path in sorted(SCHEDULES.glob(f"gemm_*{suffix}.json")):
+        sched = Schedule.read(path)
         plan = generate(sched).plan
         for op, w in plan.waits.items():
             v, lat = sched.op(op), sched.body.op(op).latency
             later = sorted((u.start + d * sched.ii, u.id, d) for u in sched.ops for d in range(-4, 5)
                            if u.id in plan.mmas and u.group == v.group and v.start < u.start + d * sched.ii < v.start + lat)
-            assert w.depth == len(later)
-            assert (w.after, w.lag) == ((later[-1][1], later[-1][2]) if later else (op, 0))
+            if later:
+                assert (w.depth, w.after, w.lag, w.deferred) == (len(later), later[-1][1], later[-1][2], False)
+            else:
+                assert (w.depth, (w.after, w.lag), w.deferred) == (1, _next_in_group(sched, plan, op), True)
+
+
+def test_a_retire_is_not_deferred_past_a_reader_of_its_registers():
+    """FlashAttention's Q·Kᵀ result is read by the softmax in its own group: the wgmma retires
+    where the result is due (FA's kernels keep the eager retires: none deferred)."""
+    for name in ("fa_opt", "fa_split", "fa_1stage"):
+        plan = generate(Schedule.read(SCHEDULES / f"{name}.json")).plan
+        assert plan.waits and not any(w.deferred for w in plan.waits.values())
+
+
+def test_a_deferred_retire_releases_the_slot_one_iteration_later():
+    """At II 672 > latency 571 the consumer keeps one wgmma in flight: wait(1) after the next
+    iteration's issue, then the slot of iteration t - 1 goes back to the producer."""
+    src = generate(Schedule.read(SCHEDULES / "gemm_ws1.json")).source
+    retires = [ln for ln in src.splitlines() if "# retire mma:" in ln]
+    assert retires and all("warpgroup_mma_wait(1," in ln and "behind the group's next wgmma" in ln for ln in retires)
+    assert "mbarrier.arrive(ch0_empty.index((t - 1) % 5), pred=t - 1 >= 0)" in src
 
 
 def test_groups_sharing_the_tensor_cores_take_turns_in_start_order():
-    sched = Schedule.read(SCHEDULES / "gemm_ws2sub.json")
+    sched = Schedule.read(SCHEDULES / "gemm_ws2sub_same_tile.json")
     gen = generate(sched)
     starts = {sched.op(op).group: sched.op(op).start for op in gen.plan.mmas}
     assert gen.plan.turns == sorted(starts, key=starts.get) == [1, 2]
@@ -123,12 +153,12 @@ def test_swapping_the_consumers_swaps_the_turn_order():
         set_op(d, "mma1", group=1)
         d["groups"][1]["ops"], d["groups"][2]["ops"] = ["mma1"], ["mma0"]
 
-    gen = generate(mutated("ws2sub", swap))
+    gen = generate(mutated("ws2sub_same_tile", swap))
     assert gen.plan.turns == [2, 1]
     body = gen.source.split("def partition_g2")[1].split("@gluon.jit")[0]
     assert '"bar.sync 15, 256;' in body and ".slice(0, 64)" in body  # group 2 now holds position 0
     assert '"bar.arrive 15, 256;' in gen.source.split("def partition_g1")[1].split("for t in")[0]
-    mb = generate(mutated("ws2sub", swap), turns="mbarrier").source.split("def partition_g2")[1].split("@gluon.jit")[0]
+    mb = generate(mutated("ws2sub_same_tile", swap), turns="mbarrier").source.split("def partition_g2")[1].split("@gluon.jit")[0]
     assert "mbarrier.wait(turn.index(0), ((t) & 1) ^ 1)" in mb
 
 
@@ -144,7 +174,7 @@ def test_each_reader_group_releases_each_slot_once_per_iteration(name):
 
 
 def test_an_accumulator_retired_in_the_next_iteration_enters_the_loop_as_async():
-    gen = generate(Schedule.read(SCHEDULES / "gemm_ws1sub.json"))
+    gen = generate(Schedule.read(SCHEDULES / "gemm_ws1sub_same_tile.json"))
     w0, w1 = gen.plan.waits["mma0"], gen.plan.waits["mma1"]
     assert (w0.after, w0.lag, w1.after, w1.lag) == ("mma1", 1, "mma0", 0)
     assert "acc0 = warpgroup_mma_init(acc0)" in gen.source and "acc1 = warpgroup_mma_init" not in gen.source
@@ -242,7 +272,7 @@ def test_smem_over_capacity_is_refused():
 
 def test_cli_refuses_with_one_line_and_exit_2(tmp_path, capsys):
     out = tmp_path / "s.json"
-    assert main(["solve", "gemm", "--arch", "h200", "--swp-only", "-q", "--workers", "1", "--out", str(out)]) == 0
+    assert main(["solve", "gemm", "--arch", "h100", "--swp-only", "-q", "--workers", "1", "--out", str(out)]) == 0
     capsys.readouterr()
     assert main(["codegen", str(out), "-o", str(tmp_path / "k.py")]) == 2
     err = capsys.readouterr().err.strip().splitlines()

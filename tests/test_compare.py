@@ -15,8 +15,10 @@ from twill.validate import validate
 def test_baselines_never_beat_the_optimum(name, arch):
     """Every baseline, the heuristic included, gives II >= the proven optimum, and every schedule validates.
     The toy is the paper's (II 2; 3 in order without a pipeline, Fig. 1g); GEMM streams its tiles
-    at the TMA bound, which the heuristic and the fixed split also reach, while without a pipeline
-    each iteration's loads, MMA and hand-offs run back to back."""
+    at the bound, which the fixed split also reaches and the heuristic within 1% (on b200 its
+    as-early-as-possible loads need a fourth slot in both rings at 548, which the C tile's SMEM
+    staging leaves no room for: 552 with rings of 3), while without a pipeline each iteration's
+    loads, MMA and hand-offs run back to back."""
     p = problem(name, arch)
     results = compare(p, SolveOptions(time_limit=60, workers=1))
     iis = [r.schedule.ii for r in results]
@@ -26,7 +28,8 @@ def test_baselines_never_beat_the_optimum(name, arch):
     if name == "toy":
         assert iis == [2, 2, 2, 3]
     else:
-        assert iis[:3] == [lower_bound(p, SolveOptions())] * 3 and iis[3] > iis[0]
+        assert iis[0] == iis[2] == lower_bound(p, SolveOptions()) and iis[3] > iis[0]
+        assert iis[1] <= 1.01 * iis[0]
     for r in results:
         assert validate(p, r.schedule) == []
 

@@ -123,12 +123,14 @@ def test_two_ops_on_one_unit() -> None:
 
 
 def test_ring_too_shallow_for_shared_memory() -> None:
-    """GEMM's rings need 3 x 16 KiB (A) + 2 x 32 KiB (B) = 114688 B; a 100000 B CTA cannot hold them."""
+    """GEMM's rings need 3 x 16 KiB (A) + 2 x 32 KiB (B) = 114688 B beside the C tile's staging
+    (65536 B, allocated outside the loop): 180224 B, which a 100000 B CTA cannot hold."""
     arch, (_, s) = get_arch(H100), solved("gemm", H100)
     small = with_limit(arch, smem_bytes_per_cta=100_000)
     found = validate(build_problem(s.body, small), s)
     assert rules(found) == {"smem"}
-    assert "114688 B" in found[0].message and found[0].ops == ("load_a", "load_b")
+    assert "180224 B" in found[0].message and "outside the loop 65536 B" in found[0].message
+    assert found[0].ops == ("load_a", "load_b")
 
 
 def test_declared_ring_shallower_than_lifetime() -> None:

@@ -382,8 +382,9 @@ def _tma_loaded(results: Mapping[str, dict], clock: float, tma_clock: float, rat
     in a GEMM's K loop on every SM at the tensor cores' pace, in cycles at ``clock``, less the model's transfer
     time for both tiles at ``rate`` (``tma_bytes_per_clk``): the cost model's ``busy + latency`` of the pair then
     equals what the ring's consumer waits for. The isolated load's intercept (tma.json, measured at
-    ``tma_clock``) is given beside it, and the tile pattern's saturated L2 feed as ``tma_bytes_per_clk_gemm``
-    (informational)."""
+    ``tma_clock``) is given beside it. The tile pattern's own facts, which loads declared with the ``gemm`` feed
+    (the gemm program's A and B panels) are charged at: the saturated L2 feed (``tma_bytes_per_clk_gemm``) and
+    the landing time a ring must cover (``latencies.tma_gemm``, see ``_tma_gemm_tail``)."""
     rec = _loaded_at_pace(results, clock, flops_per_clk)
     mhz = float(rec["sm_clock_mhz"]["median"])
     pair = int(rec["bytes_a"]) + int(rec["bytes_b"])
@@ -418,9 +419,33 @@ def _tma_loaded(results: Mapping[str, dict], clock: float, tma_clock: float, rat
         add("rates", "tma_bytes_per_clk_gemm", round(per_clk * r_mhz / clock, 1),
             f"{per_clk:.1f} B/clk/SM at {r_mhz:.0f} MHz: the same GEMM loads with the ring released at once (no MMA "
             f"pace), every SM, {r['depth']} slots, x {r_mhz:.0f}/{clock:.0f} MHz. The L2 feed under a GEMM's tile "
-            "sharing saturates here, well below tma_bytes_per_clk (every SM on the same tiles) (informational: the "
-            "cost model reads tma_bytes_per_clk; a loop needing more per SM is bound by this, issue 21)",
-            "tma_loaded")
+            "sharing saturates here, well below tma_bytes_per_clk (every SM on the same tiles); loads declared with "
+            "the gemm feed (programs/gemm.py's panels) are charged at it", "tma_loaded")
+        _tma_gemm_tail(rec, clock, per_clk * r_mhz / clock, add)
+
+
+def _tma_gemm_tail(rec: dict, clock: float, feed: float, add) -> None:
+    """``latencies.tma_gemm``: the p99 landing of the GEMM-pace record less both tiles at the GEMM feed.
+
+    Why the tail and not the median: a ring is consumed in order, so every landing later than the slack its
+    depth gives stalls the consumer, and near the feed's saturation the landing time's tail is long (p99 is
+    about twice the median). Planned on the p99, a ring stalls on about one load in a hundred. Measured against
+    kernels on the H200 (docs/benchmarks_notes.md, "The GEMM's L2 feed, its tail and the retire"): 128x128
+    GEMM kernels whose rings were planned on the median landing at the feed ran 7-10% slower than those planned
+    on the p99, which ran at 0.89-0.91 x their II.
+    """
+    mhz = float(rec["sm_clock_mhz"]["median"])
+    p99 = float(rec["latency_b_percentiles"]["p99"])
+    pair = int(rec["bytes_a"]) + int(rec["bytes_b"])
+    land = p99 * clock / mhz
+    add("latencies", "tma_gemm", round(land - pair / feed),
+        f"the landing a ring must cover under a GEMM's traffic (bench/gpu/tma_loaded.cu, the record "
+        f"latencies.tma reads: 128 x {rec['block_n']} tiles, ring of {rec['depth']}, the MMA's pace): the B tile "
+        f"lands {p99:.0f} cycles after the A tile's issue at the 99th percentile ({rec['latency_b_cycles']['n']} "
+        f"landings; median {float(rec['latency_b_cycles']['median']):.0f}) at {mhz:.0f} MHz, x {clock:.0f}/{mhz:.0f} "
+        f"MHz = {land:.0f}, less both tiles' {pair // 1024} KiB at tma_bytes_per_clk_gemm ({pair / feed:.0f}). "
+        "In-order consumption stalls on every landing past the ring's slack, so the ring covers the tail "
+        "(twill/arch/calibrate.py _tma_gemm_tail)", "tma_loaded")
 
 
 def _smem(results: Mapping[str, dict], add) -> None:

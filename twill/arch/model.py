@@ -155,6 +155,12 @@ class Arch:
 # The per-SM rate key of each register unit that ``CostModel.reduce`` charges a reduction to.
 _UNIT_RATES = {"alu": "alu_ops_per_clk", "fp32": "fp32_ops_per_clk"}
 
+# How the grid's CTAs share a TMA-loaded tile -> (rate key, latency key) measured for that pattern
+# (bench/gpu/tma.cu, tma_loaded.cu): "all" every SM loads the same tile at about the same time
+# (FlashAttention's K/V, one head's blocks across the grid); "panel" a GEMM's raster order (an A
+# panel shared along a tile row, a B panel along a column).
+TMA_SHARING = {"all": ("tma_bytes_per_clk", "tma"), "panel": ("tma_bytes_per_clk_gemm", "tma_gemm")}
+
 
 def _cycles(x: float) -> int:
     return max(1, math.ceil(x - 1e-9))
@@ -226,10 +232,22 @@ class CostModel:
         busy = _cycles(n / (min(rate, float(chain.value)) if chain is not None else rate))
         return Cost(busy, busy + self.arch.latency("fp32"))
 
-    def tma(self, nbytes: int) -> Cost:
-        """A TMA tile copy global->shared of ``nbytes``: busy at the per-SM L2->SMEM rate."""
-        busy = _cycles(nbytes / self.arch.rate("tma_bytes_per_clk"))
-        return Cost(busy, busy + self.arch.latency("tma"))
+    def tma(self, nbytes: int, sharing: str = "all") -> Cost:
+        """A TMA tile copy global->shared of ``nbytes``: busy at the per-SM L2->SMEM rate of the way
+        the grid's CTAs share the tile, then that pattern's latency (``TMA_SHARING``).
+
+        The L2 feed per SM depends on how many SMs read the same lines at once, measured on the
+        H200 from 35 (distinct tiles) to 127 B/clk (every SM on the same tile): charging a GEMM's
+        panels at the same-tile rate hid the feed bound that held its kernels at 1.2x II, and a
+        ring planned on that feed's median landing stalled on its tail (issue 21). An arch without
+        the pattern's own measurement falls back to ``tma_bytes_per_clk`` and ``latencies.tma``.
+        """
+        if sharing not in TMA_SHARING:
+            raise ValueError(f"TMA sharing {sharing!r} is not one of {sorted(TMA_SHARING)}")
+        rate_key, lat_key = TMA_SHARING[sharing]
+        rate = self.arch.rate(rate_key if rate_key in self.arch.rates else "tma_bytes_per_clk")
+        busy = _cycles(nbytes / rate)
+        return Cost(busy, busy + self.arch.latency(lat_key if lat_key in self.arch.latencies else "tma"))
 
     def global_load(self, nbytes: int) -> Cost:
         """A pointer load (LDG or cp.async) of ``nbytes``: busy on the load/store units at the per-SM

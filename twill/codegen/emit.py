@@ -250,8 +250,10 @@ class _Body:
         for w in self.plan.waits.values():
             if w.after == op and self.st.in_flight(w.op, j.shift(-w.lag)) is not None:
                 lat = self.plan.problem.op(w.op).latency
-                self.wait(w.depth, f"retire {w.op}: {w.depth} later wgmma issue(s) of group {self.part.group} "
-                                   f"fall within its latency {lat} (start {self.plan.schedule.op(w.op).start}, "
+                where = (f"behind the group's next wgmma, {w.after} (a wait(0) would hold the warps for its latency "
+                         f"{lat})" if w.deferred else
+                         f"{w.depth} later wgmma issue(s) of group {self.part.group} fall within its latency {lat}")
+                self.wait(w.depth, f"retire {w.op}: {where} (start {self.plan.schedule.op(w.op).start}, "
                                    f"II {self.plan.schedule.ii})", depth)
 
     def wait(self, k: int, why: str, depth: int, release: bool = True) -> None:

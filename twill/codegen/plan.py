@@ -76,6 +76,7 @@ class MmaWait:
     after: str
     depth: int
     lag: int
+    deferred: bool = False  # retired behind the group's next wgmma, not where its result is due
 
 
 @dataclass(slots=True)
@@ -386,12 +387,44 @@ def _waits(sched: Schedule, problem: Problem) -> dict[str, MmaWait]:
                     later.append((t, u.offset, u.id, d))
         later.sort()
         if not later:
-            out[v.id] = MmaWait(v.id, v.id, 0, 0)
+            out[v.id] = _deferred_wait(sched, problem, v) or MmaWait(v.id, v.id, 0, 0)
         else:
             _, _, u, d = later[-1]
             depth = sum(1 for x in later if _kind(problem, x[2]) == "wgmma")
             out[v.id] = MmaWait(v.id, u, depth, d)
     return out
+
+
+def _deferred_wait(sched: Schedule, problem: Problem, v) -> MmaWait | None:
+    """Retire a wgmma whose result is due before its group issues anything else right after the
+    group's next wgmma instead (depth 1), when that next op is a wgmma that needs nothing of it
+    in registers (an in-place accumulator chain needs nothing retired).
+
+    Why: ``warpgroup_mma_wait(0)`` right after the wgmma blocks its warps for the whole latency, a
+    hold the schedule does not have (an async op holds its group for its issue cycles only), and it
+    puts the latency on the group's path from one wgmma to the next: the kernel's step becomes
+    wait + issue + latency + release instead of the tensor core's busy time. Measured on the H200
+    (docs/codegen.md, rule 7): matmul schedules at II 672 (latency 571) ran 793-889 cycles per
+    iteration with the eager retire, 599-614 deferred. Deferring releases the operand slots one
+    wgmma later; _check_in_group_reuse and the empty barriers keep that safe, the rings' depth only
+    bounds how far the loads run ahead.
+    """
+    nxt = None
+    for u in sched.ops:
+        if u.group != v.group or _kind(problem, u.id) == "tma_load":
+            continue
+        for d in range(-sched.stages - 1, sched.stages + 2):
+            t = u.start + d * sched.ii
+            if t > v.start or (t == v.start and u.offset > v.offset):
+                if nxt is None or (t, u.offset) < nxt[:2]:
+                    nxt = (t, u.offset, u.id, d)
+                break
+    if nxt is None or _kind(problem, nxt[2]) != "wgmma":
+        return None
+    reads = [e for e in problem.body.out_edges(v.id) if e.dst == nxt[2] and e.carrier == Carrier.REGISTERS]
+    if any(not e.in_place for e in reads):
+        return None
+    return MmaWait(v.id, nxt[2], 1, nxt[3], deferred=True)
 
 
 def _releasers(sched: Schedule, partitions: list[Partition], channels: list[Channel]) -> dict[tuple[int, str], str]:

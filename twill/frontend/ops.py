@@ -16,9 +16,11 @@ __all__ = ["DTYPE_BYTES", "tma_load", "tma_store", "global_load", "mma", "exp", 
 DTYPE_BYTES = {"fp16": 2, "bf16": 2, "fp8": 1, "fp32": 4}
 
 
-def tma_load(arch: Arch, name: str, nbytes: int, kind: str = "load") -> Op:
-    """A TMA tile copy global -> shared: variable latency, streaming, issued by one thread."""
-    c = arch.cost.tma(nbytes)
+def tma_load(arch: Arch, name: str, nbytes: int, kind: str = "load", sharing: str = "all") -> Op:
+    """A TMA tile copy global -> shared: variable latency, streaming, issued by one thread; its L2
+    feed and latency are the ones measured for how the grid shares the tile (``sharing``, see
+    ``CostModel.tma``)."""
+    c = arch.cost.tma(nbytes, sharing)
     return Op(name=name, kind=kind, uses=(Use(unit="tma", length=c.busy),), latency=c.latency, is_async=True,
               issuer=Issuer.THREAD, smem_bytes=nbytes, variable_latency=True, streaming=True)
 

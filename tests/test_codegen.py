@@ -280,6 +280,20 @@ def test_cli_refuses_with_one_line_and_exit_2(tmp_path, capsys):
     assert not (tmp_path / "k.py").exists()
 
 
+def test_a_tma_box_that_is_not_a_power_of_two_is_refused(tmp_path, capsys):
+    """192-column tiles solve, but Triton's tensor descriptors refuse the box at launch: codegen says so
+    in one line instead of writing a kernel that fails when it runs (found on the H200, issue 21)."""
+    out = tmp_path / "s.json"
+    assert main(["solve", "gemm", "--arch", "h200", "-p", "block_n=192", "--max-warps", "5", "-q", "--workers", "1",
+                 "--out", str(out)]) == 0
+    capsys.readouterr()
+    assert main(["codegen", str(out), "-o", str(tmp_path / "k.py")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["twill: error: codegen: the TMA box of load_b is 192 x 64; Triton's tensor descriptors need "
+                   "power-of-2 sides"]
+    assert not (tmp_path / "k.py").exists()
+
+
 def test_a_blackwell_schedule_is_refused(tmp_path, capsys):
     out = tmp_path / "b.json"
     assert main(["solve", "gemm", "--arch", "b200", "-q", "--workers", "1", "--out", str(out)]) == 0

@@ -209,6 +209,18 @@ def _rings(sched: Schedule, problem: Problem, frame: Frame) -> dict[str, Ring]:
     return rings
 
 
+def _check_boxes(rings: dict[str, Ring], frame: Frame) -> None:
+    """Every TMA box (the rings' and the frame's staged tiles) has power-of-2 sides: Triton's tensor
+    descriptors refuse any other at launch (triton/_utils.py validate_block_shape), so a schedule of,
+    say, 192-column tiles would otherwise give a kernel that compiles and then fails when it runs."""
+    boxes = [(r.op, r.spec.block) for r in rings.values()]
+    boxes += [(name, shape) for name, _, shape, layout, _ in frame.staging() if layout.endswith("_desc.layout")]
+    for name, box in boxes:
+        if any(d < 1 or d & (d - 1) for d in box):
+            raise CodegenError(f"codegen: the TMA box of {name} is {' x '.join(map(str, box))}; Triton's tensor "
+                               "descriptors need power-of-2 sides")
+
+
 def _channels(sched: Schedule, rings: dict[str, Ring]) -> list[Channel]:
     """Rings that one group fills in one stage for the same readers with the same depth share a
     barrier pair (Triton's combineArefs): one expect-tx, one wait, one release per iteration."""
@@ -548,6 +560,7 @@ def make_plan(sched: Schedule, problem: Problem, frame: Frame | None = None, tur
             raise CodegenError(f"codegen: edge {e.src}->{e.dst} carries {e.carrier.value}; only registers and SMEM "
                                "are lowered")
     rings = _rings(sched, problem, frame)
+    _check_boxes(rings, frame)
     waits = _waits(sched, problem)
     partitions = _partitions(sched, problem, waits)
     _check_values(problem, frame, partitions)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -385,3 +386,45 @@ def test_a_hinted_window_does_not_abort_cp_sat():
     out = subprocess.run([sys.executable, "-c", _HINTED_WINDOW], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-500:]
     assert out.stdout.strip() == "True"
+
+
+_LOADED_MODEL = """
+import sys
+from google.protobuf import text_format
+from ortools.sat import cp_model_pb2
+from ortools.sat.python import cp_model
+from twill.solver.run import Work, solver
+raw = cp_model_pb2.CpModelProto()
+raw.ParseFromString(open(sys.argv[1], "rb").read())
+m = cp_model.CpModel()
+m.proto.parse_text_format(text_format.MessageToString(raw))
+if sys.argv[2] == "plain":  # the same parameters as twill's, straight to CP-SAT
+    s = cp_model.CpSolver()
+    s.parameters.num_workers, s.parameters.interleave_search, s.parameters.interleave_batch_size = 2, True, 2
+    s.parameters.cp_model_probing_level, s.parameters.max_deterministic_time = 1, 5.0
+else:
+    s = solver(Work.starting_now(60.0, 10.0), 5.0, 2)
+print(s.solve(m) == cp_model.INFEASIBLE, len(m.proto.solution_hint.vars))
+"""
+
+
+def test_a_hinted_model_that_loading_refutes_does_not_abort_cp_sat():
+    """CP-SAT 9.15's interleaved search aborts the process when a subsolver's loading refutes a hinted model
+    (max_lp here: it follows the hint before the others hear, "Check failed: heuristics.fixed_search != nullptr").
+    The model is a window of random-regs-16508 (12 ops, h100) that the search reached with --work-limit 300,
+    stored as CP-SAT wrote it (tests/data/cpsat_hint_abort.pb). twill's solver probes the loading first and
+    solves such a model without its hint, putting the hint back after; each run in a subprocess, so that a
+    regression fails this test instead of killing the run."""
+    import subprocess
+    import sys
+
+    model = str(Path(__file__).parent / "data" / "cpsat_hint_abort.pb")
+    plain = subprocess.run([sys.executable, "-c", _LOADED_MODEL, model, "plain"], capture_output=True, text=True,
+                           timeout=300)
+    assert plain.returncode != 0 and "fixed_search" in plain.stderr  # the upstream abort this guards against
+    ours = subprocess.run([sys.executable, "-c", _LOADED_MODEL, model, "twill"], capture_output=True, text=True,
+                          timeout=300)
+    assert ours.returncode == 0, ours.stderr[-500:]
+    assert ours.stdout.split() == ["True", "24"]  # refuted, and the hint is back on the model
+
+

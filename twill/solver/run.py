@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from ortools.sat.python import cp_model
@@ -101,7 +102,11 @@ class Solver(cp_model.CpSolver):
 
     def solve(self, model: cp_model.CpModel, solution_callback: cp_model.CpSolverSolutionCallback | None = None) -> int:
         self.parameters.max_time_in_seconds = max(0.01, self.work.wall_left())
-        status = super().solve(model, solution_callback)
+        if self.parameters.num_workers > 1 and len(model.proto.solution_hint.vars) and self._loading_refutes(model):
+            with _without_hint(model):  # refuted at loading: the hint-free solve says so at once
+                status = super().solve(model, solution_callback)
+        else:
+            status = super().solve(model, solution_callback)
         used = self.response_proto.deterministic_time
         self.work.spent += used
         if status in (cp_model.UNKNOWN, cp_model.FEASIBLE) and used < 0.999 * self.parameters.max_deterministic_time:
@@ -109,6 +114,42 @@ class Solver(cp_model.CpSolver):
         if status == cp_model.MODEL_INVALID:
             raise RuntimeError(f"internal error: invalid CP-SAT model ({model.validate()[:300]})")
         return status
+
+
+    def _loading_refutes(self, model: cp_model.CpModel) -> bool:
+        """Whether loading the model with the strongest LP among the subsolvers refutes it (one worker, no
+        conflict allowed, no hint). Why: in CP-SAT 9.15's interleaved search, a subsolver whose loading
+        proves the model infeasible goes on to follow the hint before the others have heard, and aborts
+        the whole process ("Check failed: heuristics.fixed_search != nullptr" in ConfigureSearchHeuristics,
+        via QuickSolveWithHint): max_lp did so on a window of a 12-op random body, tests/test_solver.py.
+        No caller can catch an abort, so such a model is solved without its hint."""
+        probe = cp_model.CpSolver()
+        subsolvers = list(self.parameters.subsolvers)
+        probe.parameters.linearization_level = 2 if not subsolvers or "max_lp" in subsolvers else 1
+        probe.parameters.add_lp_constraints_lazily = probe.parameters.linearization_level < 2
+        probe.parameters.num_workers = 1
+        probe.parameters.max_number_of_conflicts = 0
+        probe.parameters.cp_model_probing_level = self.parameters.cp_model_probing_level
+        probe.parameters.max_deterministic_time = self.parameters.max_deterministic_time
+        probe.parameters.max_time_in_seconds = self.parameters.max_time_in_seconds
+        with _without_hint(model):
+            status = probe.solve(model)
+        self.work.spent += probe.response_proto.deterministic_time
+        return status == cp_model.INFEASIBLE
+
+
+@contextmanager
+def _without_hint(model: cp_model.CpModel) -> Iterator[None]:
+    """The model with its solution hint taken off, and put back after."""
+    hint = model.proto.solution_hint
+    saved = (list(hint.vars), list(hint.values))
+    model.clear_hints()
+    try:
+        yield
+    finally:
+        hint = model.proto.solution_hint
+        hint.vars.extend(saved[0])
+        hint.values.extend(saved[1])
 
 
 def solver(work: Work, units: float, workers: int, portfolio: tuple[str, ...] = (), seed: int = 0) -> Solver:

@@ -101,8 +101,10 @@ class Solver(cp_model.CpSolver):
         self.work = work
 
     def solve(self, model: cp_model.CpModel, solution_callback: cp_model.CpSolverSolutionCallback | None = None) -> int:
+        refuted = (self.parameters.num_workers > 1 and len(model.proto.solution_hint.vars) > 0
+                   and self._loading_refutes(model))
         self.parameters.max_time_in_seconds = max(0.01, self.work.wall_left())
-        if self.parameters.num_workers > 1 and len(model.proto.solution_hint.vars) and self._loading_refutes(model):
+        if refuted:
             with _without_hint(model):  # refuted at loading: the hint-free solve says so at once
                 status = super().solve(model, solution_callback)
         else:
@@ -114,7 +116,6 @@ class Solver(cp_model.CpSolver):
         if status == cp_model.MODEL_INVALID:
             raise RuntimeError(f"internal error: invalid CP-SAT model ({model.validate()[:300]})")
         return status
-
 
     def _loading_refutes(self, model: cp_model.CpModel) -> bool:
         """Whether loading the model with the strongest LP among the subsolvers refutes it (one worker, no
@@ -131,7 +132,7 @@ class Solver(cp_model.CpSolver):
         probe.parameters.max_number_of_conflicts = 0
         probe.parameters.cp_model_probing_level = self.parameters.cp_model_probing_level
         probe.parameters.max_deterministic_time = self.parameters.max_deterministic_time
-        probe.parameters.max_time_in_seconds = self.parameters.max_time_in_seconds
+        probe.parameters.max_time_in_seconds = max(0.01, self.work.wall_left())
         with _without_hint(model):
             status = probe.solve(model)
         self.work.spent += probe.response_proto.deterministic_time

@@ -280,6 +280,18 @@ def test_cli_refuses_with_one_line_and_exit_2(tmp_path, capsys):
     assert not (tmp_path / "k.py").exists()
 
 
+@pytest.mark.parametrize("name", KERNELS)
+def test_the_gemm_body_declares_the_staging_its_frame_allocates(name):
+    """The solver sizes the rings in what the body leaves of SMEM (static_smem); the emitter allocates the
+    frame's staging beside them. The two are written in different layers (programs/gemm.py, frames.py), so
+    this checks they agree: otherwise the solver plans rings no CTA holds (issue 21: 4 + 4 at 128x256)."""
+    from twill.codegen.frames import frame_for
+
+    sched = Schedule.read(SCHEDULES / f"gemm_{name}.json")
+    frame = frame_for(sched.program, dict(sched.body.params))
+    assert sched.body.static_smem == sum(bytes_ for *_, bytes_ in frame.staging()) > 0
+
+
 def test_a_tma_box_that_is_not_a_power_of_two_is_refused(tmp_path, capsys):
     """192-column tiles solve, but Triton's tensor descriptors refuse the box at launch: codegen says so
     in one line instead of writing a kernel that fails when it runs (found on the H200, issue 21)."""

@@ -382,9 +382,10 @@ def _tma_loaded(results: Mapping[str, dict], clock: float, tma_clock: float, rat
     in a GEMM's K loop on every SM at the tensor cores' pace, in cycles at ``clock``, less the model's transfer
     time for both tiles at ``rate`` (``tma_bytes_per_clk``): the cost model's ``busy + latency`` of the pair then
     equals what the ring's consumer waits for. The isolated load's intercept (tma.json, measured at
-    ``tma_clock``) is given beside it. The tile pattern's own facts, which loads declared with the ``gemm`` feed
-    (the gemm program's A and B panels) are charged at: the saturated L2 feed (``tma_bytes_per_clk_gemm``) and
-    the landing time a ring must cover (``latencies.tma_gemm``, see ``_tma_gemm_tail``)."""
+    ``tma_clock``) is given beside it. The tile pattern's own facts, which loads declared ``sharing="panel"``
+    (the gemm program's A and B panels; ``CostModel.tma``) are charged at: the saturated L2 feed
+    (``tma_bytes_per_clk_gemm``) and the landing time a ring must cover (``latencies.tma_gemm``, see
+    ``_tma_gemm_tail``)."""
     rec = _loaded_at_pace(results, clock, flops_per_clk)
     mhz = float(rec["sm_clock_mhz"]["median"])
     pair = int(rec["bytes_a"]) + int(rec["bytes_b"])
@@ -419,8 +420,8 @@ def _tma_loaded(results: Mapping[str, dict], clock: float, tma_clock: float, rat
         add("rates", "tma_bytes_per_clk_gemm", round(per_clk * r_mhz / clock, 1),
             f"{per_clk:.1f} B/clk/SM at {r_mhz:.0f} MHz: the same GEMM loads with the ring released at once (no MMA "
             f"pace), every SM, {r['depth']} slots, x {r_mhz:.0f}/{clock:.0f} MHz. The L2 feed under a GEMM's tile "
-            "sharing saturates here, well below tma_bytes_per_clk (every SM on the same tiles); loads declared with "
-            "the gemm feed (programs/gemm.py's panels) are charged at it", "tma_loaded")
+            "sharing saturates here, well below tma_bytes_per_clk (every SM on the same tiles); loads declared "
+            "sharing panel (programs/gemm.py's A and B) are charged at it", "tma_loaded")
         _tma_gemm_tail(rec, clock, per_clk * r_mhz / clock, add)
 
 

@@ -16,7 +16,7 @@ from twill.codegen.regs import Grant, grant
 from twill.errors import TwillError
 from twill.ir import Carrier
 from twill.problem import Problem
-from twill.schedule import Schedule
+from twill.schedule import Schedule, ScheduledOp
 
 __all__ = ["CodegenError", "Ring", "Channel", "Partition", "MmaWait", "Turn", "Plan", "make_plan", "TURN_KINDS"]
 
@@ -407,7 +407,7 @@ def _waits(sched: Schedule, problem: Problem) -> dict[str, MmaWait]:
     return out
 
 
-def _deferred_wait(sched: Schedule, problem: Problem, v) -> MmaWait | None:
+def _deferred_wait(sched: Schedule, problem: Problem, v: ScheduledOp) -> MmaWait | None:
     """Retire a wgmma whose result is due before its group issues anything else right after the
     group's next wgmma instead (depth 1), when that next op is a wgmma that needs nothing of it
     in registers (an in-place accumulator chain needs nothing retired).

@@ -398,10 +398,6 @@ SWEEP_TOTAL = 1 / 2  # of the work, over all windows: where II by II does not pa
 SWEEP_WINDOW = Budget(share=0.0, at_least=2.0, attempt=1.0)  # the whole window, any schedule, in restarts
 SWEEP_II = Budget(share=0.0, at_least=2.0, attempt=1.0)  # one II, in restarts
 SWEEP_WIDTH = 64  # the widest window swept: wider ones cost more IIs than the budget holds
-# The sweep's worker keeps every constraint's LP relaxation (CP-SAT's linearization level 2, not 1): on one fixed II
-# the joint model's register and in-order rows are what refute it (docs/benchmarks_notes.md, session 13: random-fa-16000's
-# IIs 2102-2120 in 1.1 units instead of 4.7; regs-16008's 726 in 2.6, undecided at 6 before).
-SWEEP_LINEARIZATION = 2
 
 
 def sweep(ctx: Context, w: Window, budget: Budget) -> Outcome:
@@ -457,7 +453,7 @@ def _one_worker(ctx: Context, lo: int, hi: int, budget: Budget, until: float) ->
     status = cp_model.UNKNOWN
     for units, seed in attempts(budget.attempt, min(until, ctx.work.until(budget.at_least)), ctx.work,
                                 growth=budget.growth):
-        s = solver(ctx.work, units, 1, seed=seed, linearization=SWEEP_LINEARIZATION)
+        s = solver(ctx.work, units, 1, seed=seed)
         status = s.solve(v.m)
         if status in FEASIBLE:
             return status, Found(v, s)

@@ -168,11 +168,10 @@ def _structured(ctx: Context, lb: int, best: Schedule | None) -> Schedule | None
     under groupings the structure relaxation proposes, at target IIs bisected between the floor and
     the best schedule so far (a target below which a schedule was built becomes the new top, one
     where none was, the new bottom). At each target: the fewest groups that admit it and one more,
-    each with the fewest hand-offs and the most balanced holds, within half the work left (so a target whose
+    each with the fewest hand-offs and the most balanced holds, within half the work left (a target whose
     groupings all fail to build, as the floor's often do on large bodies, leaves work for the targets above
-    it). Within ``_structured_budget``'s work; the
-    best validated schedule below ``best``, or None. Proposals and construction are deterministic,
-    so this is too (unless the wall-clock cap cuts it)."""
+    it). Within ``_structured_budget``'s work; the best validated schedule below ``best``, or None.
+    Proposals and construction are deterministic, so this is too (unless the wall-clock cap cuts it)."""
     p, o = ctx.problem, ctx.options
     if not _heuristics_apply(o):
         return None
@@ -182,8 +181,8 @@ def _structured(ctx: Context, lb: int, best: Schedule | None) -> Schedule | None
     lo, hi = lb, (best.ii if best is not None else sequential_ii(p))
     target = lb
     while lo < hi and ctx.work.spent < until and ctx.work.left() > 0 and not ctx.work.check_wall():
-        share = ctx.work.spent + (until - ctx.work.spent) / 2  # each target at most half of what is left
-        sched = _at_target(ctx, target, found or best, lb, tried, share)
+        half = ctx.work.spent + (until - ctx.work.spent) / 2  # the work mark this target stops at
+        sched = _at_target(ctx, target, found or best, lb, tried, half)
         if sched is not None:
             found, hi = sched, sched.ii
             ctx.report(f"  constructed under a grouping proposed at II {target}: II {found.ii}")

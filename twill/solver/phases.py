@@ -398,6 +398,13 @@ SWEEP_TOTAL = 1 / 2  # of the work, over all windows: where II by II does not pa
 SWEEP_WINDOW = Budget(share=0.0, at_least=2.0, attempt=1.0)  # the whole window, any schedule, in restarts
 SWEEP_II = Budget(share=0.0, at_least=2.0, attempt=1.0)  # one II, in restarts
 SWEEP_WIDTH = 64  # the widest window swept: wider ones cost more IIs than the budget holds
+# CP-SAT's LP (``linearization_level``) for the sweep's restarts, in turn. Level 2 keeps every constraint's LP
+# relaxation: it refutes one fixed II 2-4x cheaper (the register and in-order rows are what refute it) but makes each
+# node dearer, so it finds a schedule moved to the II far more slowly than level 1 (docs/benchmarks_notes.md,
+# sessions 13, 14). The whole window is asked for any schedule, level 1 first; the IIs below it are mostly refuted,
+# level 2 first.
+SWEEP_WINDOW_LP = (1, 2)
+SWEEP_II_LP = (2, 1)
 
 
 def sweep(ctx: Context, w: Window, budget: Budget) -> Outcome:
@@ -420,7 +427,7 @@ def sweep(ctx: Context, w: Window, budget: Budget) -> Outcome:
 
 def _sweep(ctx: Context, w: Window, until: float) -> Outcome:
     whole = w.lo < w.hi < w.lo + SWEEP_WIDTH  # a wide window is what the two-worker phases just failed at
-    status, found = _one_worker(ctx, w.lo, w.hi, SWEEP_WINDOW, until) if whole else (cp_model.UNKNOWN, None)
+    status, found = _one_worker(ctx, w.lo, w.hi, SWEEP_WINDOW, SWEEP_WINDOW_LP, until) if whole else (cp_model.UNKNOWN, None)
     if status == cp_model.INFEASIBLE:
         ctx.refuted(w.lo, w.hi, "CP-SAT on one worker (the joint model)")
         ctx.report(f"II window [{w.lo}, {w.hi}]: proven infeasible on one worker")
@@ -428,7 +435,7 @@ def _sweep(ctx: Context, w: Window, until: float) -> Outcome:
     top = found.ii - 1 if found is not None else w.hi
     ii = w.lo
     while ii <= top and ctx.work.spent < until and ctx.work.left() > 0:
-        status, at = _one_worker(ctx, ii, ii, SWEEP_II, until)
+        status, at = _one_worker(ctx, ii, ii, SWEEP_II, SWEEP_II_LP, until)
         if status in FEASIBLE:
             found, top = at, ii - 1
             break
@@ -443,17 +450,18 @@ def _sweep(ctx: Context, w: Window, until: float) -> Outcome:
     return Outcome(Verdict.EMPTY if ii > w.hi else Verdict.UNDECIDED, ii)
 
 
-def _one_worker(ctx: Context, lo: int, hi: int, budget: Budget, until: float) -> tuple[int, Found | None]:
+def _one_worker(ctx: Context, lo: int, hi: int, budget: Budget, lp: tuple[int, ...],
+                until: float) -> tuple[int, Found | None]:
     """The joint model over [lo, hi], any schedule, on one worker in restarts (its work is
-    heavy-tailed in the seed), from the best schedule known moved to lo: (status, the schedule
-    found or None)."""
+    heavy-tailed in the seed) at the LP levels ``lp`` in turn, from the best schedule known moved
+    to lo: (status, the schedule found or None)."""
     v = build_model(ctx.problem, ctx.options, lo, hi)
     if ctx.upper is not None:  # where the best schedule moved to lo repairs, finding is quick
         hints.hint_moved(v, ctx.upper, lo)
     status = cp_model.UNKNOWN
     for units, seed in attempts(budget.attempt, min(until, ctx.work.until(budget.at_least)), ctx.work,
                                 growth=budget.growth):
-        s = solver(ctx.work, units, 1, seed=seed)
+        s = solver(ctx.work, units, 1, seed=seed, linearization=lp[seed % len(lp)])
         status = s.solve(v.m)
         if status in FEASIBLE:
             return status, Found(v, s)

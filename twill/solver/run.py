@@ -153,11 +153,12 @@ def _without_hint(model: cp_model.CpModel) -> Iterator[None]:
         hint.values.extend(saved[1])
 
 
-def solver(work: Work, units: float, workers: int, portfolio: tuple[str, ...] = (), seed: int = 0) -> Solver:
+def solver(work: Work, units: float, workers: int, portfolio: tuple[str, ...] = (), seed: int = 0,
+           linearization: int | None = None) -> Solver:
     """A CP-SAT solver that may spend ``units`` of deterministic work, reproducibly: one worker, or
     several interleaved in fixed batches (``interleave_search``), so the same model and worker count
     give the same answer under any load. ``portfolio`` names the subsolvers when there are exactly
-    that many workers."""
+    that many workers; ``linearization`` sets CP-SAT's ``linearization_level`` (its LP's strength)."""
     s = Solver(work)
     n = workers or os.cpu_count() or 1
     s.parameters.num_workers = n
@@ -169,6 +170,8 @@ def solver(work: Work, units: float, workers: int, portfolio: tuple[str, ...] = 
     s.parameters.max_deterministic_time = max(0.01, min(units, work.left()))
     s.parameters.random_seed = seed
     s.parameters.cp_model_probing_level = PROBING_LEVEL
+    if linearization is not None:
+        s.parameters.linearization_level = linearization
     return s
 
 

@@ -5,6 +5,7 @@ docs/design.md §3.1d). Not a test: it prints deterministic units, which depend 
     python bench/worker_probe.py fa_fwd-st1-d128-bn128-h100 --lo 2148 --hi 2160 --workers 1
     twill solve fa_fwd --arch h100 --out fa1.json
     python bench/worker_probe.py fa_fwd-st1-d128-bn128-h100 --lo 2200 --hi 2210 --workers 1 --hint fa1.json
+    python bench/worker_probe.py random-regs-16008-n11-h100 --lo 680 --hi 680 --workers 1 --lp 1,2   # the LP's level
     python bench/worker_probe.py random-tmem-16004-n12-b200 --body-out t04.json   # a random case's body, to solve
 
 For each worker count: the joint model at every fixed II of [lo, hi] (any schedule, no hint), its status and
@@ -46,13 +47,15 @@ def case(case_id: str) -> dict:
     raise SystemExit(f"no suite case {case_id!r}")
 
 
-def spend(p: Problem, workers: int, lo: int, hi: int, units: float, hint: Assignment | None) -> tuple[int, float]:
-    """(status, units spent) of the joint model over [lo, hi], any schedule, from ``hint`` moved to lo."""
+def spend(p: Problem, workers: int, lo: int, hi: int, units: float, hint: Assignment | None,
+          lp: int | None = None) -> tuple[int, float]:
+    """(status, units spent) of the joint model over [lo, hi], any schedule, from ``hint`` moved to lo,
+    at CP-SAT's LP level ``lp`` (its default where None)."""
     work = Work.starting_now(3600, units)
     v = build_model(p, SolveOptions(workers=workers), lo, hi)
     if hint is not None:
         hints.hint_moved(v, hint, lo)
-    status = solver(work, units, workers).solve(v.m)
+    status = solver(work, units, workers, linearization=lp).solve(v.m)
     return status, work.spent
 
 
@@ -63,6 +66,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--hi", type=int)
     ap.add_argument("--workers", default="1,2", help="worker counts to compare (default 1,2)")
     ap.add_argument("--units", type=float, default=5.0, help="units per solve (default 5)")
+    ap.add_argument("--lp", help="CP-SAT LP levels to compare, e.g. 1,2 (linearization_level; default: CP-SAT's own)")
     ap.add_argument("--hint", metavar="SCHEDULE.json", help="also start each solve from this schedule (twill solve --out)")
     ap.add_argument("--body-out", metavar="BODY.json", help="only write the case's loop body (for twill solve) and stop")
     args = ap.parse_args(argv)
@@ -78,17 +82,19 @@ def main(argv: list[str] | None = None) -> int:
     if args.hint:
         sched = Schedule.read(args.hint)
         starts.append((f"from II {sched.ii}", hints.from_schedule(p, sched)))
-    print("| workers | start | IIs (x refuted, F schedule, ? undecided) | units per II | units, all IIs | whole window |")
-    print("|---|---|---|---|---|---|")
+    levels = [int(x) for x in args.lp.split(",")] if args.lp else [None]
+    print("| workers | LP | start | IIs (x refuted, F schedule, ? undecided) | units per II | units, all IIs | whole window |")
+    print("|---|---|---|---|---|---|---|")
     for workers in map(int, args.workers.split(",")):
-        for name, hint in starts:
-            marks, spent = "", []
-            for ii in range(args.lo, args.hi + 1):
-                status, units = spend(p, workers, ii, ii, args.units, hint)
-                marks, spent = marks + MARK[status], [*spent, units]
-            status, units = spend(p, workers, args.lo, args.hi, args.units, hint)
-            print(f"| {workers} | {name} | {marks} | {min(spent):.2f}-{max(spent):.2f} | {sum(spent):.1f} | "
-                  f"{MARK[status]} in {units:.2f} |", flush=True)
+        for lp in levels:
+            for name, hint in starts:
+                marks, spent = "", []
+                for ii in range(args.lo, args.hi + 1):
+                    status, units = spend(p, workers, ii, ii, args.units, hint, lp)
+                    marks, spent = marks + MARK[status], [*spent, units]
+                status, units = spend(p, workers, args.lo, args.hi, args.units, hint, lp)
+                print(f"| {workers} | {lp or 'default'} | {name} | {marks} | {min(spent):.2f}-{max(spent):.2f} | "
+                      f"{sum(spent):.1f} | {MARK[status]} in {units:.2f} |", flush=True)
     return 0
 
 

@@ -399,10 +399,10 @@ SWEEP_WINDOW = Budget(share=0.0, at_least=2.0, attempt=1.0)  # the whole window,
 SWEEP_II = Budget(share=0.0, at_least=2.0, attempt=1.0)  # one II, in restarts
 SWEEP_WIDTH = 64  # the widest window swept: wider ones cost more IIs than the budget holds
 # CP-SAT's LP (``linearization_level``) for the sweep's restarts, in turn. Level 2 keeps every constraint's LP
-# relaxation: it refutes one fixed II 2-4x cheaper (the register and in-order rows are what refute it) but makes each
-# node dearer, so it finds a schedule moved to the II far more slowly than level 1 (docs/benchmarks_notes.md,
-# sessions 13, 14). The whole window is asked for any schedule, level 1 first; the IIs below it are mostly refuted,
-# level 2 first.
+# relaxation: it refutes one fixed II 2-4x cheaper on the suite's tuned small bodies (the register and in-order rows
+# are what refute it), but each node costs more, so it finds a schedule moved to the II far more slowly than level 1
+# (docs/benchmarks_notes.md, sessions 13, 14). The whole window is asked for any schedule: level 1 first. The IIs
+# below it are mostly refuted: level 2 first.
 SWEEP_WINDOW_LP = (1, 2)
 SWEEP_II_LP = (2, 1)
 

@@ -31,6 +31,7 @@ from twill.problem import Problem
 from twill.schedule import Schedule
 from twill.solver import hints
 from twill.solver.assemble import Assignment, assemble
+from twill.solver.compact import compact_stages
 from twill.solver.construct import construct_schedule
 from twill.solver.ims import ims_swp, ims_triton_split
 from twill.solver.model import ScheduleModel, build_model
@@ -142,12 +143,13 @@ def solve(problem: Problem, options: SolveOptions | None = None) -> Schedule:
         optimal, floor = (result.exhausted, found.ii if result.exhausted else floor) if found is not None else (
             optimal, floor)
     if found is None and incumbent is not None:
-        return replace(_as_result(incumbent, result.exhausted, floor, lb, why, ctx.work), ii_seconds=ii_seconds,
-                       first_seconds=first, work=ctx.work.spent)
+        return replace(compact_stages(problem, _as_result(incumbent, result.exhausted, floor, lb, why, ctx.work)),
+                       ii_seconds=ii_seconds, first_seconds=first, work=ctx.work.spent)
     if found is None:
         raise _no_schedule(problem, options, result, cap)
     first = ii_seconds if first is None else first
-    return replace(_finish(ctx, found, optimal, floor, lb, why), ii_seconds=ii_seconds, first_seconds=first)
+    return replace(compact_stages(problem, _finish(ctx, found, optimal, floor, lb, why)), ii_seconds=ii_seconds,
+                   first_seconds=first)
 
 
 def _structure_floor(ctx: Context, lb: int, why: str, cap: int) -> tuple[int, str]:
@@ -402,7 +404,10 @@ def _finish(ctx: Context, found: Found, optimal: bool, floor: int, lb: int, why:
         values[name], proven[name], solution, last_value = found
         v.m.add(v.objective_terms[name] <= values[name])
         ctx.report(f"{name} = {values[name]} ({'proven' if proven[name] else 'best found'})")
-    all_proven = optimal and all(proven.get(n, False) for n in o.objective[1:] if n in v.objective_terms)
+    for name in o.objective[1:]:
+        if name in v.objective_terms:
+            proven.setdefault(name, False)  # not reached in the budget: its value is the last solution's
+    all_proven = optimal and all(proven[n] for n in o.objective[1:] if n in v.objective_terms)
     final, value = _canonical(ctx, ii, values, v, solution, last_value, warm=not all_proven)
     proof = _proof(optimal, ii, lb, floor, why, ctx.work.cut)
     ctx.report(f"done: II {ii} ({'optimal' if optimal else 'feasible'}), {ctx.work.spent:.1f} units of work")

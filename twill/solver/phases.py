@@ -40,7 +40,7 @@ from twill.solver.run import RESTARTS, SEARCH_AND_BOUND, Budget, Progress, Solve
 from twill.solver.strategies import producer_consumer_split
 
 __all__ = ["Verdict", "Window", "Found", "Outcome", "Context", "Phase", "WINDOW_PHASES", "UNDECIDED_PHASES",
-           "refute_below", "complete", "memory_bound"]
+           "refute_below", "complete", "memory_bound", "improve", "IMPROVE", "IMPROVE_GAP"]
 
 FEASIBLE = (cp_model.OPTIMAL, cp_model.FEASIBLE)
 
@@ -574,6 +574,59 @@ def _probe(ctx: Context, ii: int) -> Found | None:
     return Found(v, s) if s.solve(v.m) in FEASIBLE else None
 
 
+IMPROVE = Budget(share=1 / 4, at_least=3.0)
+IMPROVE_GAP = 1.25  # the best schedule this far above the floor is worth improving before any window
+
+
+def improve(ctx: Context, w: Window, budget: Budget) -> Outcome:
+    """The joint model over [lo, the best schedule's II] minimising II, started from that schedule
+    as a complete hint at its own II: a solution from the first node, which CP-SAT's LNS workers
+    then lower step by step. A window that stops below the best schedule has no solution to improve,
+    and on large bodies (40-80 ops) no search of any window at the floor finds one in its budget
+    (docs/benchmarks_notes.md, session 15). Without symmetry breaking, which the schedule may not
+    meet; a relaxation of the model with it, so CP-SAT's bound is still a floor."""
+    if ctx.upper is None:
+        return Outcome(Verdict.UNDECIDED, w.lo)
+    v = build_model(ctx.problem, ctx.options, w.lo, max(w.hi, ctx.upper.ii), symmetry=False)
+    hints.hint(v, ctx.upper)
+    solution = _completed(ctx, v, ctx.upper)
+    if solution is not None:
+        hints.hint_solution(v, solution)
+    v.m.minimize(v.ii)
+    s = ctx.solver(budget.units(ctx.options.work))
+    status = s.solve(v.m, Progress(ctx.options.progress, "II", ctx.work))
+    if status not in FEASIBLE:
+        return Outcome(Verdict.UNDECIDED, w.lo)
+    found = Found(v, s)
+    floor = found.ii if status == cp_model.OPTIMAL else max(w.lo, math.ceil(s.best_objective_bound))
+    ctx.refuted(w.lo, floor - 1, "CP-SAT (the joint model, from the best schedule)")
+    return Outcome(Verdict.FOUND, floor, found)
+
+
+def _completed(ctx: Context, v: ScheduleModel, a: Assignment) -> list[int] | None:
+    """Every variable of ``v`` at the schedule ``a``: ``v`` with a's II, starts, groups and budgets
+    fixed, solved on one worker (a propagation, 0.00-0.04 units on the suite's bodies), for a
+    complete hint. CP-SAT does not always complete a hint of the decisions alone: on a 66-op body it
+    had not in 5 units (docs/benchmarks_notes.md, session 15)."""
+    c = v.m.clone()
+
+    def fix(x: cp_model.IntVar, value: int) -> None:
+        c.add(c.get_int_var_from_proto_index(x.index) == value)
+
+    fix(v.ii, a.ii)
+    for name, x in v.start.items():
+        fix(x, a.starts[name])
+    for name, x in v.group_of.items():
+        fix(x, a.groups[name])
+    for given, variables in ((a.warps, v.warps), (a.regs, v.regs)):
+        for g, value in given.items():
+            if g < len(variables):
+                fix(variables[g], value)
+    s = solver(ctx.work, COMPLETE_HINT, 1)
+    return hints.solution_of(s) if s.solve(c) in FEASIBLE else None
+
+
+COMPLETE_HINT = 1.0  # units: at most, for ``_completed``
 DESCENT = Budget(share=1 / 4, at_least=5.0, attempt=1.0)
 
 

@@ -37,6 +37,8 @@ from twill.solver.ims import ims_swp, ims_triton_split
 from twill.solver.model import ScheduleModel, build_model
 from twill.solver.phases import (
     FEASIBLE,
+    IMPROVE,
+    IMPROVE_GAP,
     UNDECIDED_PHASES,
     WINDOW_PHASES,
     Context,
@@ -45,6 +47,7 @@ from twill.solver.phases import (
     Verdict,
     Window,
     descent,
+    improve,
     refute_below,
 )
 from twill.solver.run import Budget, Progress, Work, solver
@@ -291,12 +294,32 @@ def _descend(ctx: Context, lb: int, cap: int) -> Found | None:
     return out.found
 
 
+def _improve(ctx: Context, lb: int, cap: int) -> Outcome | None:
+    """The improvement phase (``phases.improve``) before any window, where the best schedule is more
+    than ``IMPROVE_GAP`` times the floor; None where it does not apply or found nothing."""
+    if ctx.upper is None or ctx.upper.ii <= IMPROVE_GAP * lb or cap < lb or ctx.work.left() <= 0:
+        return None
+    out = improve(ctx, Window(lb, cap + 1), IMPROVE)
+    if out.found is None:
+        return None
+    if out.found.ii <= cap:
+        ctx.upper = hints.read(out.found.model, out.found.solver.value, budgets=True)
+    ctx.report(f"improved from the best schedule: II {out.found.ii}, every II below {out.floor} refuted")
+    return out
+
+
 def _search_ii(ctx: Context, lb: int, cap: int) -> _IIResult:
     """Decide windows of II from ``lb`` up to ``cap`` until one holds a schedule. After the first
     window (the lower bound itself, often the optimum), the descent lowers the first schedule, which
     then caps the windows and is the answer should the budget run out before a proof."""
     lo, width, proven = lb, 0, None  # proven: the floor of the first window left undecided
-    best: Found | None = None  # the descent's schedule
+    best: Found | None = None  # the improved or the descent's schedule
+    out = _improve(ctx, lb, cap)
+    if out is not None:
+        lo, best = out.floor, out.found if out.found.ii <= cap else None
+        cap = cap if best is None else best.ii - 1
+        if lo > cap:  # CP-SAT's bound met the schedule (or the first schedule): every II below it is refuted
+            return _IIResult(best, True, lo) if best is not None else _IIResult(None, False, lo, exhausted=True)
     while lo <= cap and ctx.work.left() > 0:
         hi = min(cap, lo + width)
         ctx.report(f"II window [{lo}, {hi}]: searching")

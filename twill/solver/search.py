@@ -307,14 +307,17 @@ def _improve(ctx: Context, lb: int, cap: int) -> Outcome | None:
         return None
     if out.found.ii <= cap:
         ctx.upper = hints.read(out.found.model, out.found.solver.value, budgets=True)
-    ctx.report(f"improved from the best schedule: II {out.found.ii}, every II below {out.floor} refuted")
+        ctx.report(f"improved from the best schedule: II {out.found.ii}, every II below {out.floor} refuted")
+    else:
+        ctx.report(f"no lower II from the best schedule; every II below {out.floor} refuted")
     return out
 
 
 def _search_ii(ctx: Context, lb: int, cap: int) -> _IIResult:
-    """Decide windows of II from ``lb`` up to ``cap`` until one holds a schedule. After the first
-    window (the lower bound itself, often the optimum), the descent lowers the first schedule, which
-    then caps the windows and is the answer should the budget run out before a proof."""
+    """Decide windows of II from ``lb`` up to ``cap`` until one holds a schedule. Before them, on a large
+    body far from its floor, the improvement phase lowers the first schedule; else, after the first
+    window (the lower bound itself, often the optimum), the descent does. Either schedule then caps the
+    windows and is the answer should the budget run out before a proof."""
     lo, width, proven = lb, 0, None  # proven: the floor of the first window left undecided
     best: Found | None = None  # the improved or the descent's schedule
     out = _improve(ctx, lb, cap)

@@ -28,6 +28,7 @@ import networkx as nx
 
 from twill.problem import Problem, read_time
 from twill.schedule import Buffer, Schedule
+from twill.solver.assemble import copies_needed
 from twill.validate import validate
 
 __all__ = ["compact_stages"]
@@ -98,5 +99,5 @@ def _rebuffered(problem: Problem, b: Buffer, starts: dict[str, int], ii: int) ->
     """A value's buffer with its ring depth recounted (a hand-off buffer, named src->dst, is one copy)."""
     if "->" in b.value or b.copies == 0:
         return b
-    copies = -(-problem.lifetime(starts, ii, b.value) // ii)
+    copies = copies_needed(problem, starts, ii, b.value)
     return replace(b, copies=copies, bytes=b.bytes // b.copies * copies)

@@ -9,7 +9,7 @@ repaired for the families the relaxation left out, which is far quicker than a c
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 
 import networkx as nx
 from ortools.sat.python import cp_model
@@ -43,18 +43,25 @@ def from_schedule(problem: Problem, sched) -> Assignment:
                       regs={order[g.id]: g.regs_per_thread or 0 for g in sched.groups})
 
 
-def hint(v: ScheduleModel, a: Assignment, starts: bool = True) -> None:
-    """Hint ``v`` with ``a``'s starts (unless ``starts`` is off: ``hint_rescaled`` gives them), and
-    its groups, warps and registers where it has them."""
+def decisions(v: ScheduleModel, a: Assignment, starts: bool = True) -> Iterator[tuple[cp_model.IntVar, int]]:
+    """(variable, value) for ``a``'s starts (unless ``starts`` is off), and its groups, warps and
+    registers where ``v`` has them: what a schedule decides; the model's other variables follow."""
     for name, var in v.start.items() if starts else ():
-        v.m.add_hint(var, a.starts[name])
+        yield var, a.starts[name]
     for name, var in v.group_of.items():
         if name in a.groups:  # none from a relaxation without warp groups
-            v.m.add_hint(var, a.groups[name])
+            yield var, a.groups[name]
     for given, variables in ((a.warps, v.warps), (a.regs, v.regs)):
         for g, value in given.items():
             if g < len(variables):  # none in a pure modulo-scheduling model
-                v.m.add_hint(variables[g], value)
+                yield variables[g], value
+
+
+def hint(v: ScheduleModel, a: Assignment, starts: bool = True) -> None:
+    """Hint ``v`` with ``a``'s starts (unless ``starts`` is off: ``hint_rescaled`` gives them), and
+    its groups, warps and registers where it has them."""
+    for var, value in decisions(v, a, starts):
+        v.m.add_hint(var, value)
 
 
 def hint_rescaled(v: ScheduleModel, a: Assignment, ii: int) -> None:

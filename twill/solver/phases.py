@@ -614,19 +614,8 @@ def _completed(ctx: Context, v: ScheduleModel, a: Assignment) -> list[int] | Non
     complete hint. CP-SAT does not always complete a hint of the decisions alone: on a 66-op body it
     had not in 5 units (docs/benchmarks_notes.md, session 15)."""
     c = v.m.clone()
-
-    def fix(x: cp_model.IntVar, value: int) -> None:
+    for x, value in ((v.ii, a.ii), *hints.decisions(v, a)):
         c.add(c.get_int_var_from_proto_index(x.index) == value)
-
-    fix(v.ii, a.ii)
-    for name, x in v.start.items():
-        fix(x, a.starts[name])
-    for name, x in v.group_of.items():
-        fix(x, a.groups[name])
-    for given, variables in ((a.warps, v.warps), (a.regs, v.regs)):
-        for g, value in given.items():
-            if g < len(variables):
-                fix(variables[g], value)
     s = solver(ctx.work, COMPLETE_HINT, 1)
     return hints.solution_of(s) if s.solve(c) in FEASIBLE else None
 

@@ -19,6 +19,7 @@ from twill.options import SolveOptions
 from twill.problem import Problem, read_time
 
 __all__ = ["UnitBound", "Recurrence", "Bounds", "StorageBound", "ResidueCut", "res_mii", "rec_mii", "storage_mii",
+           "monotone_in_ii",
            "compute_bounds", "residue_cuts", "lower_bound", "bound_and_reason", "sequential_ii",
            "stage_bound", "issue_mii", "shortest_lifetimes"]
 
@@ -327,6 +328,22 @@ def _gap_cuts(a: str, b: str, p: int, la: int, lb: int, shift: int, lo: int, hi:
         if first <= last:
             out.append(ResidueCut(a, b, t, la + shift, first, last))
     return out
+
+
+def monotone_in_ii(problem: Problem) -> bool:
+    """Whether the problem's feasible IIs are closed upwards: a schedule at II gives one at II + 1.
+
+    They are when every reservation segment starts at its op's issue (offset 0), as in every built-in
+    program and curated graph on every arch but FA4's granularity (docs/design.md §3.1e). Stretch the
+    schedule: issue k·II + o moves to k·(II + 1) + o. The map is increasing and never shrinks a
+    distance, so dependences and hand-offs hold; every interval the model places (busy segments, holds,
+    lifetimes) begins at an issue and ends no later than the stretched image of its old end, so each
+    cycle of the stretched steady state is covered by no more than some cycle of the old one was, and
+    units, issue slots, registers, TMEM and SMEM rings still fit; groups, warps and budgets are kept.
+    A segment that starts o > 0 cycles after issue can land one cycle early against the stretched
+    others, and there feasibility is not monotone (uses at offsets 0 and 3 of one unit fit II 2, not 3).
+    So refuting one II refutes every smaller one, and the search bisects (``phases.sweep``)."""
+    return all(use.offset == 0 for op in problem.ops for use in op.uses)
 
 
 def lower_bound(problem: Problem, options: SolveOptions, bounds: Bounds | None = None) -> int:

@@ -30,7 +30,7 @@ from enum import Enum
 
 from ortools.sat.python import cp_model
 
-from twill.bounds import stage_bound
+from twill.bounds import monotone_in_ii, stage_bound
 from twill.options import SolveOptions
 from twill.problem import Problem
 from twill.solver import hints
@@ -95,6 +95,10 @@ class Context:
     refutations: list[tuple[int, int, str]] = field(default_factory=list)  # (lo, hi, by what): the proof
     window: Window | None = None  # the window being decided
     swept: float = 0.0  # work the sweep has spent over all windows (``SWEEP_TOTAL``)
+    refuted_below: int = 0  # on a monotone problem: every II below it is refuted (the highest refuted II + 1)
+
+    def __post_init__(self) -> None:
+        self.monotone = monotone_in_ii(self.problem)  # feasibility closed upwards in II (design.md §3.1e)
 
     @property
     def memory(self) -> bool:
@@ -113,9 +117,12 @@ class Context:
             self.options.progress(f"{message} ({self.work.seconds():.1f}s, {self.work.spent:.1f} units)")
 
     def refuted(self, lo: int, hi: int, by: str) -> None:
-        """Record that every II in [lo, hi] is infeasible, as shown by ``by``."""
+        """Record that every II in [lo, hi] is infeasible, as shown by ``by`` (on a monotone problem,
+        every II below hi too)."""
         if lo <= hi:
             self.refutations.append((lo, hi, by))
+            if self.monotone:
+                self.refuted_below = max(self.refuted_below, hi + 1)
 
 
 @dataclass(frozen=True, slots=True)
@@ -397,6 +404,10 @@ SWEEP = Budget(share=1 / 3, at_least=4.0)  # per window
 SWEEP_TOTAL = 1 / 2  # of the work, over all windows: where II by II does not pay, the other phases keep the rest
 SWEEP_WINDOW = Budget(share=0.0, at_least=2.0, attempt=1.0)  # the whole window, any schedule, in restarts
 SWEEP_II = Budget(share=0.0, at_least=2.0, attempt=1.0)  # one II, in restarts
+BISECT_II = Budget(share=0.0, at_least=6.0, attempt=3.0)  # one II of the bisection: its refutation refutes every II below
+BISECT = Budget(share=1 / 2, at_least=4.0)  # per window (the sweep's total still caps it)
+BISECT_TOTAL = 2 / 3  # of the work, over all windows: on a monotone problem the bisection is the proof
+CLOSE = 1.02  # the bisection's first probe below a schedule: within 2% is the gap a user reads as closed
 SWEEP_WIDTH = 64  # the widest window swept: wider ones cost more IIs than the budget holds
 # CP-SAT's LP (``linearization_level``) for the sweep's restarts, in turn. Level 2 keeps every constraint's LP
 # relaxation: it refutes one fixed II 2-4x cheaper on the suite's tuned small bodies (the register and in-order rows
@@ -405,6 +416,12 @@ SWEEP_WIDTH = 64  # the widest window swept: wider ones cost more IIs than the b
 # below it are mostly refuted: level 2 first.
 SWEEP_WINDOW_LP = (1, 2)
 SWEEP_II_LP = (2, 1)
+BISECT_LP = (1, 2)  # the bisection's probes are as often schedules as refutations: level 1 finds far faster
+
+
+def bisection(ctx: Context, w: Window, budget: Budget) -> Outcome:
+    """The sweep's bisection (``_bisect``), on a monotone problem, with a budget of its own."""
+    return sweep(ctx, w, budget)
 
 
 def sweep(ctx: Context, w: Window, budget: Budget) -> Outcome:
@@ -419,13 +436,16 @@ def sweep(ctx: Context, w: Window, budget: Budget) -> Outcome:
     left, without the whole-window attempt: there the sweep only raises the floor.
     """
     start = ctx.work.spent
-    until = ctx.work.until(min(budget.units(ctx.options.work), SWEEP_TOTAL * ctx.options.work - ctx.swept))
+    total = BISECT_TOTAL if ctx.monotone else SWEEP_TOTAL
+    until = ctx.work.until(min(budget.units(ctx.options.work), total * ctx.options.work - ctx.swept))
     out = _sweep(ctx, w, until)
     ctx.swept += ctx.work.spent - start
     return out
 
 
 def _sweep(ctx: Context, w: Window, until: float) -> Outcome:
+    if ctx.monotone:
+        return _bisect(ctx, w, until)
     whole = w.lo < w.hi < w.lo + SWEEP_WIDTH  # a wide window is what the two-worker phases just failed at
     status, found = _one_worker(ctx, w.lo, w.hi, SWEEP_WINDOW, SWEEP_WINDOW_LP, until) if whole else (cp_model.UNKNOWN, None)
     if status == cp_model.INFEASIBLE:
@@ -450,17 +470,52 @@ def _sweep(ctx: Context, w: Window, until: float) -> Outcome:
     return Outcome(Verdict.EMPTY if ii > w.hi else Verdict.UNDECIDED, ii)
 
 
+_VERDICT_WORDS = {cp_model.INFEASIBLE: "refuted", cp_model.FEASIBLE: "has a schedule", cp_model.OPTIMAL: "has a schedule"}
+
+
+def _bisect(ctx: Context, w: Window, until: float) -> Outcome:
+    """The sweep on a monotone problem (``bounds.monotone_in_ii``, design.md §3.1e): refuting one II
+    refutes every smaller one, so the window is decided by bisection over fixed IIs, from its top: hi
+    refuted empties the window at once, a schedule at hi is lowered towards the floor, and after an
+    undecided probe the next one goes lower, where a refutation that raises the floor comes cheaper.
+    Once a schedule is in hand, the first probe below it is the II ``CLOSE`` under it: refuted, the
+    schedule is within that ratio of optimal, which is what a user reads first."""
+    failed, top, found, close = max(w.lo, ctx.refuted_below) - 1, w.hi + 1, None, True
+    probe = w.hi
+    while failed + 1 < top and ctx.work.spent < until and ctx.work.left() > 0:
+        status, at = _one_worker(ctx, probe, probe, BISECT_II, BISECT_LP, until, cold_after=1)
+        if status == cp_model.INFEASIBLE:
+            failed = probe
+            ctx.refuted(w.lo, probe, f"CP-SAT on one worker at II {probe} (the joint model), and monotonicity")
+        else:
+            top, found = probe, at if status in FEASIBLE else found
+        ctx.report(f"  bisection: II {probe} {_VERDICT_WORDS.get(status, 'undecided')}")
+        probe = (failed + top) // 2
+        if close and found is not None and probe < math.ceil(top / CLOSE) < top:
+            probe, close = math.ceil(top / CLOSE), False
+    floor = failed + 1
+    if floor > w.lo:
+        ctx.report(f"II window [{w.lo}, {w.hi}]: every II below {floor} refuted (bisection on one worker)")
+    if found is not None:
+        return Outcome(Verdict.FOUND, floor, found)
+    return Outcome(Verdict.EMPTY if floor > w.hi else Verdict.UNDECIDED, floor)
+
+
 def _one_worker(ctx: Context, lo: int, hi: int, budget: Budget, lp: tuple[int, ...],
-                until: float) -> tuple[int, Found | None]:
+                until: float, cold_after: int | None = None) -> tuple[int, Found | None]:
     """The joint model over [lo, hi], any schedule, on one worker in restarts (its work is
     heavy-tailed in the seed) at the LP levels ``lp`` in turn, from the best schedule known moved
-    to lo: (status, the schedule found or None)."""
+    to lo: (status, the schedule found or None). From restart ``cold_after`` on, without that start:
+    a moved schedule speeds finding but can cost a refutation dearly (tmem-16004's II 547: undecided
+    after 6 units hinted, refuted in under 1 cold; docs/benchmarks_notes.md, sessions 11 and 16)."""
     v = build_model(ctx.problem, ctx.options, lo, hi)
     if ctx.upper is not None:  # where the best schedule moved to lo repairs, finding is quick
         hints.hint_moved(v, ctx.upper, lo)
     status = cp_model.UNKNOWN
     for units, seed in attempts(budget.attempt, min(until, ctx.work.until(budget.at_least)), ctx.work,
                                 growth=budget.growth):
+        if seed == cold_after:
+            v.m.clear_hints()
         s = solver(ctx.work, units, 1, seed=seed, linearization=lp[seed % len(lp)])
         status = s.solve(v.m)
         if status in FEASIBLE:
@@ -471,21 +526,28 @@ def _one_worker(ctx: Context, lo: int, hi: int, budget: Budget, lp: tuple[int, .
 
 
 def _narrow(ctx: Context) -> bool:
-    return _sweep_left(ctx) and ctx.window.hi - ctx.window.lo < SWEEP_WIDTH
+    return _sweep_left(ctx) and not ctx.monotone and ctx.window.hi - ctx.window.lo < SWEEP_WIDTH
+
+
+def _monotone(ctx: Context) -> bool:
+    """Any window of a monotone problem, which the sweep bisects."""
+    return _sweep_left(ctx) and ctx.monotone
 
 
 def _wide(ctx: Context) -> bool:
     """A wide window the two-worker phases left undecided: the sweep still raises its floor."""
-    return _sweep_left(ctx) and ctx.window.hi - ctx.window.lo >= SWEEP_WIDTH
+    return _sweep_left(ctx) and not ctx.monotone and ctx.window.hi - ctx.window.lo >= SWEEP_WIDTH
 
 
 def _sweep_left(ctx: Context) -> bool:
-    return ctx.window is not None and ctx.swept < SWEEP_TOTAL * ctx.options.work
+    total = BISECT_TOTAL if ctx.monotone else SWEEP_TOTAL
+    return ctx.window is not None and ctx.swept < total * ctx.options.work
 
 
 WINDOW_PHASES: tuple[Phase, ...] = (
     Phase("memory_relaxation", lambda ctx: ctx.memory, memory_relaxation, MEMORY),
     Phase("sweep", _narrow, sweep, SWEEP),
+    Phase("bisection", _monotone, bisection, BISECT),
     Phase("hint_relaxation", _joint, hint_relaxation, HINT),
     Phase("full_window", _worth_a_full_window, full_window, FULL),
     Phase("sweep", _wide, sweep, SWEEP),
@@ -638,12 +700,15 @@ def descent(ctx: Context, w: Window, budget: Budget) -> Outcome:
         v = build_model(ctx.problem, ctx.options, probe, probe)
         hints.hint_moved(v, best, probe)
         s = ctx.solver(min(budget.attempt, until - ctx.work.spent))
-        if s.solve(v.m) in FEASIBLE:
+        status = s.solve(v.m)
+        if status in FEASIBLE:
             found = Found(v, s)
             best = ctx.upper = hints.read(v, s.value, budgets=True)
             ctx.report(f"  descent: a schedule at II {probe}")
         else:
             failed = probe
+            if status == cp_model.INFEASIBLE:  # a proof; on a monotone problem, of every II below too
+                ctx.refuted(probe, probe, f"the full model at II {probe} (descent)")
     if found is None or found.ii > w.hi:
         return Outcome(Verdict.UNDECIDED, w.lo)
     return Outcome(Verdict.FOUND, w.lo, found)

@@ -92,6 +92,16 @@ class _IIResult:
     exhausted: bool = False  # every II up to the search's cap is proven infeasible
 
 
+def _result(ctx: Context, found: Found | None, floor: int) -> _IIResult:
+    """The search's answer with the floor it proved, raised on a monotone problem to the least II above
+    every refuted one (design.md §3.1e); optimal when the schedule found meets it."""
+    if ctx.monotone:
+        floor = max(floor, ctx.refuted_below)
+    if found is None:
+        return _IIResult(None, False, floor)
+    return _IIResult(found, found.ii <= floor, min(floor, found.ii))
+
+
 def solve(problem: Problem, options: SolveOptions | None = None) -> Schedule:
     """Find the schedule with the smallest II, proven, then best on the secondary objectives.
 
@@ -327,12 +337,14 @@ def _search_ii(ctx: Context, lb: int, cap: int) -> _IIResult:
         if lo > cap:  # CP-SAT's bound met the schedule (or the first schedule): every II below it is refuted
             return _IIResult(best, True, lo) if best is not None else _IIResult(None, False, lo, exhausted=True)
     while lo <= cap and ctx.work.left() > 0:
+        lo = max(lo, ctx.refuted_below)  # on a monotone problem a refutation above the window refutes it
+        if lo > cap:
+            break
         hi = min(cap, lo + width)
         ctx.report(f"II window [{lo}, {hi}]: searching")
         out = _decide(ctx, Window(lo, hi))
         if out.verdict is Verdict.FOUND:
-            optimal = proven is None and out.found.ii == out.floor
-            return _IIResult(out.found, optimal, out.floor if proven is None else proven)
+            return _result(ctx, out.found, out.floor if proven is None else proven)
         if best is None and width == 0:
             best = _descend(ctx, max(lo, out.floor), cap)
             cap = cap if best is None else best.ii - 1
@@ -346,7 +358,7 @@ def _search_ii(ctx: Context, lb: int, cap: int) -> _IIResult:
             return _settle(ctx, found, proven)
         lo, width = hi + 1, max(8, 2 * width + 1, lo // 4)
     if proven is not None or ctx.work.left() <= 0:
-        return _IIResult(best, False, proven if proven is not None else lo)
+        return _result(ctx, best, proven if proven is not None else lo)
     if best is not None:  # every II below the descent's schedule is refuted
         return _IIResult(best, True, best.ii)
     return _IIResult(None, False, cap + 1, exhausted=True)
@@ -357,16 +369,18 @@ def _settle(ctx: Context, found: Found, proven: int) -> _IIResult:
     between is refuted: first by the memory relaxation (quick where TMEM binds), else by the window
     phases once more on [proven, found.ii - 1], with the schedule now the upper bound. Not for a
     schedule under Triton's split, whose secondary objectives would be optimised within the split."""
+    if ctx.monotone:
+        proven = max(proven, ctx.refuted_below)
     if not found.free(ctx.options):
-        return _IIResult(found, False, proven)
+        return _IIResult(found, False, min(proven, found.ii))
     if proven >= found.ii or (ctx.memory and refute_below(ctx, proven, found.ii)):
         return _IIResult(found, True, found.ii)
     out = _decide(ctx, Window(proven, found.ii - 1))
     if out.verdict is Verdict.EMPTY:
         return _IIResult(found, True, found.ii)
     if out.verdict is Verdict.FOUND:
-        return _IIResult(out.found, out.found.ii == out.floor, out.floor)
-    return _IIResult(found, False, out.floor)
+        return _result(ctx, out.found, out.floor)
+    return _result(ctx, found, out.floor)
 
 
 def _decide(ctx: Context, w: Window) -> Outcome:

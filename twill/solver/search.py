@@ -157,7 +157,7 @@ def solve(problem: Problem, options: SolveOptions | None = None) -> Schedule:
         optimal, floor = (result.exhausted, found.ii if result.exhausted else floor) if found is not None else (
             optimal, floor)
     if found is None and incumbent is not None:
-        return replace(compact_stages(problem, _as_result(incumbent, result.exhausted, floor, lb, why, ctx.work)),
+        return replace(compact_stages(problem, _as_result(incumbent, result.exhausted, floor, lb, why, ctx.work, ctx.monotone)),
                        ii_seconds=ii_seconds, first_seconds=first, work=ctx.work.spent)
     if found is None:
         raise _no_schedule(problem, options, result, cap)
@@ -358,7 +358,9 @@ def _search_ii(ctx: Context, lb: int, cap: int) -> _IIResult:
             return _settle(ctx, found, proven)
         lo, width = hi + 1, max(8, 2 * width + 1, lo // 4)
     if proven is not None or ctx.work.left() <= 0:
-        return _result(ctx, best, proven if proven is not None else lo)
+        result = _result(ctx, best, proven if proven is not None else lo)
+        # every II up to the first schedule's refuted (on a monotone problem, by one refutation above a gap)
+        return replace(result, exhausted=True) if result.found is None and result.floor > cap else result
     if best is not None:  # every II below the descent's schedule is refuted
         return _IIResult(best, True, best.ii)
     return _IIResult(None, False, cap + 1, exhausted=True)
@@ -452,7 +454,7 @@ def _finish(ctx: Context, found: Found, optimal: bool, floor: int, lb: int, why:
             proven.setdefault(name, False)  # not reached in the budget: its value is the last solution's
     all_proven = optimal and all(proven[n] for n in o.objective[1:] if n in v.objective_terms)
     final, value = _canonical(ctx, ii, values, v, solution, last_value, warm=not all_proven)
-    proof = _proof(optimal, ii, lb, floor, why, ctx.work.cut)
+    proof = _proof(optimal, ii, lb, floor, why, ctx.work.cut, ctx.monotone)
     ctx.report(f"done: II {ii} ({'optimal' if optimal else 'feasible'}), {ctx.work.spent:.1f} units of work")
     return replace(_extract(p, o, final, value, optimal, floor, proof, proven, ctx.work.seconds()), work=ctx.work.spent)
 
@@ -573,9 +575,10 @@ def _adopt(ctx: Context, incumbent: Schedule) -> Found | None:
     return Found(v, s) if s.solve(v.m) in FEASIBLE else None
 
 
-def _as_result(incumbent: Schedule, optimal: bool, floor: int, lb: int, why: str, work: Work) -> Schedule:
+def _as_result(incumbent: Schedule, optimal: bool, floor: int, lb: int, why: str, work: Work,
+               monotone: bool = False) -> Schedule:
     """The heuristic's own schedule, labelled with what the search proved."""
-    proof = _proof(optimal, incumbent.ii, lb, floor, why, work.cut) + f" (schedule from {_source(incumbent)})"
+    proof = _proof(optimal, incumbent.ii, lb, floor, why, work.cut, monotone) + f" (schedule from {_source(incumbent)})"
     return replace(incumbent, status="optimal" if optimal else "feasible",
                    ii_lower_bound=incumbent.ii if optimal else floor, proof=proof, solve_seconds=work.seconds())
 
@@ -611,14 +614,16 @@ def _canonical(ctx: Context, ii: int, values: dict[str, int], last: ScheduleMode
     return last, last_value
 
 
-def _proof(optimal: bool, ii: int, lb: int, floor: int, why: str, cut: bool = False) -> str:
+def _proof(optimal: bool, ii: int, lb: int, floor: int, why: str, cut: bool = False, monotone: bool = False) -> str:
+    """The proof line; ``monotone``: refutations of single IIs stand for every II below them (§3.1e)."""
+    how = " (feasibility is monotone in II here: refuting one II refutes every smaller one)" if monotone else ""
     if not optimal:
         limit = ("the wall-clock cap (--time-limit) cut the search, so this answer depends on the machine's load"
                  if cut else "the search's work budget is spent")
-        return f"feasible: {limit}; every II below {floor} is proven infeasible"
+        return f"feasible: {limit}; every II below {floor} is proven infeasible{how}"
     if ii == lb:
         return f"optimal: II meets the lower bound {lb} ({why})"
-    return f"optimal: every II in [{lb}, {ii - 1}] is proven infeasible by CP-SAT (lower bound {lb}: {why})"
+    return f"optimal: every II in [{lb}, {ii - 1}] is proven infeasible by CP-SAT{how} (lower bound {lb}: {why})"
 
 
 def _extract(problem: Problem, options: SolveOptions, v: ScheduleModel, value: Value,

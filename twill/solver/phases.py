@@ -15,6 +15,9 @@ full_window        the joint model, II minimised  FOUND at its optimum (or at an
                                                   CP-SAT's bound as the floor); EMPTY
 ================== ============================== ===============================================
 
+On a monotone problem (``bounds.monotone_in_ii``: every reservation starts at issue) the sweep is a
+bisection over fixed IIs, since a refutation of one II refutes every II below it (design.md §3.1e).
+
 Every model here is the joint model or a relaxation of it, so a refutation by any of them is a
 refutation of the joint problem. When a window stays undecided, ``UNDECIDED_PHASES`` look for any
 schedule above its floor (each below the best found so far), and ``refute_below`` may then prove

@@ -99,9 +99,10 @@ class Context:
     window: Window | None = None  # the window being decided
     swept: float = 0.0  # work the sweep has spent over all windows (``SWEEP_TOTAL``)
     refuted_below: int = 0  # on a monotone problem: every II below it is refuted (the highest refuted II + 1)
+    monotone: bool = field(init=False)  # feasibility closed upwards in II (design.md §3.1e)
 
     def __post_init__(self) -> None:
-        self.monotone = monotone_in_ii(self.problem)  # feasibility closed upwards in II (design.md §3.1e)
+        self.monotone = monotone_in_ii(self.problem)
 
     @property
     def memory(self) -> bool:

@@ -16,7 +16,7 @@ from ortools.sat.python import cp_model
 
 from twill.bounds import lower_bound, monotone_in_ii, sequential_ii
 from twill.errors import InfeasibleError
-from twill.problem import build_problem
+from twill.problem import Problem, build_problem
 from twill.random_loops import random_body, tiny_arch
 from twill.solver import SolveOptions
 from twill.solver.model import build_model
@@ -24,7 +24,7 @@ from twill.solver.model import build_model
 SPAN = 40  # IIs checked above each body's lower bound
 
 
-def statuses(problem, lo: int, hi: int) -> list[tuple[int, int]]:
+def statuses(problem: Problem, lo: int, hi: int) -> list[tuple[int, int]]:
     """(II, CP-SAT status) of the joint model at each II in [lo, hi], one worker."""
     out = []
     for ii in range(lo, hi + 1):

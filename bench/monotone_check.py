@@ -2,6 +2,7 @@
 up to 40 above it (issue 16, docs/design.md §3.1e). Not a test: it takes minutes.
 
     python bench/monotone_check.py 0 700
+    python bench/monotone_check.py --suite     # which of the generalization suite's bodies the claim covers
 
 Prints every body where an II with a schedule is followed by a refuted one (none is expected where
 ``bounds.monotone_in_ii`` holds; bodies with segments after issue are checked too, and counted apart), then
@@ -37,9 +38,12 @@ def statuses(problem: Problem, lo: int, hi: int) -> list[tuple[int, int]]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("first", type=int, help="first seed")
-    ap.add_argument("last", type=int, help="one past the last seed")
+    ap.add_argument("first", type=int, nargs="?", default=0, help="first seed")
+    ap.add_argument("last", type=int, nargs="?", default=700, help="one past the last seed")
+    ap.add_argument("--suite", action="store_true", help="only count the suite's bodies with monotone_in_ii")
     args = ap.parse_args()
+    if args.suite:
+        return suite_counts()
     counts = {"bodies": 0, "with segments after issue": 0, "not up-closed": 0, "undecided IIs": 0}
     for seed in range(args.first, args.last):
         p = build_problem(random_body(seed, 2 + seed % 5, profile="tiny"), tiny_arch(seed))
@@ -59,6 +63,21 @@ def main() -> None:
                 print(f"seed {seed}: II {ii} refuted above a schedule (monotone_in_ii: {monotone_in_ii(p)})", flush=True)
                 break
     print(counts)
+
+
+def suite_counts() -> None:
+    """Per half of bench/suite, how many bodies have every segment at issue (the bisection applies)."""
+    from suite.cases import HALVES, CaseUnavailable, build_case, read_manifest  # bench/ is the script's path
+
+    for half in HALVES:
+        cases = read_manifest(half)["cases"]
+        covered, absent = 0, 0
+        for case in cases:
+            try:
+                covered += monotone_in_ii(build_case(case))
+            except CaseUnavailable:
+                absent += 1
+        print(f"{half}: {covered} of {len(cases)} bodies monotone ({absent} not on this machine)")
 
 
 if __name__ == "__main__":

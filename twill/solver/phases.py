@@ -98,7 +98,7 @@ class Context:
     refutations: list[tuple[int, int, str]] = field(default_factory=list)  # (lo, hi, by what): the proof
     window: Window | None = None  # the window being decided
     swept: float = 0.0  # work the sweep has spent over all windows (``SWEEP_TOTAL``)
-    refuted_below: int = 0  # on a monotone problem: every II below it is refuted (the highest refuted II + 1)
+    refuted_below: int = 0  # on a monotone problem the highest refuted II + 1, every II below refuted; else 0
     monotone: bool = field(init=False)  # feasibility closed upwards in II (design.md §3.1e)
 
     def __post_init__(self) -> None:
@@ -425,7 +425,7 @@ BISECT_LP = (1, 2)  # the bisection's probes are as often schedules as refutatio
 
 def bisection(ctx: Context, w: Window, budget: Budget) -> Outcome:
     """The sweep's bisection (``_bisect``), on a monotone problem, with a budget of its own."""
-    return sweep(ctx, w, budget)
+    return _charged(ctx, w, budget, _bisect)
 
 
 def sweep(ctx: Context, w: Window, budget: Budget) -> Outcome:
@@ -439,17 +439,20 @@ def sweep(ctx: Context, w: Window, budget: Budget) -> Outcome:
     window of ``SWEEP_WIDTH`` or more is swept only after the two-worker phases, from the floor they
     left, without the whole-window attempt: there the sweep only raises the floor.
     """
+    return _charged(ctx, w, budget, _sweep)
+
+
+def _charged(ctx: Context, w: Window, budget: Budget, run: Callable[[Context, Window, float], Outcome]) -> Outcome:
+    """``run`` (the sweep or the bisection) until the work mark its budget and the sweeps' total leave,
+    its work charged to that total."""
     start = ctx.work.spent
-    total = BISECT_TOTAL if ctx.monotone else SWEEP_TOTAL
-    until = ctx.work.until(min(budget.units(ctx.options.work), total * ctx.options.work - ctx.swept))
-    out = _sweep(ctx, w, until)
+    until = ctx.work.until(min(budget.units(ctx.options.work), _sweep_total(ctx) - ctx.swept))
+    out = run(ctx, w, until)
     ctx.swept += ctx.work.spent - start
     return out
 
 
 def _sweep(ctx: Context, w: Window, until: float) -> Outcome:
-    if ctx.monotone:
-        return _bisect(ctx, w, until)
     whole = w.lo < w.hi < w.lo + SWEEP_WIDTH  # a wide window is what the two-worker phases just failed at
     status, found = _one_worker(ctx, w.lo, w.hi, SWEEP_WINDOW, SWEEP_WINDOW_LP, until) if whole else (cp_model.UNKNOWN, None)
     if status == cp_model.INFEASIBLE:
@@ -544,8 +547,12 @@ def _wide(ctx: Context) -> bool:
 
 
 def _sweep_left(ctx: Context) -> bool:
-    total = BISECT_TOTAL if ctx.monotone else SWEEP_TOTAL
-    return ctx.window is not None and ctx.swept < total * ctx.options.work
+    return ctx.window is not None and ctx.swept < _sweep_total(ctx)
+
+
+def _sweep_total(ctx: Context) -> float:
+    """Units the sweeps may spend over all windows: more on a monotone problem, where they are the proof."""
+    return (BISECT_TOTAL if ctx.monotone else SWEEP_TOTAL) * ctx.options.work
 
 
 WINDOW_PHASES: tuple[Phase, ...] = (

@@ -94,9 +94,8 @@ class _IIResult:
 
 def _result(ctx: Context, found: Found | None, floor: int) -> _IIResult:
     """The search's answer with the floor it proved, raised on a monotone problem to the least II above
-    every refuted one (design.md §3.1e); optimal when the schedule found meets it."""
-    if ctx.monotone:
-        floor = max(floor, ctx.refuted_below)
+    every refuted one (``Context.refuted_below``, design.md §3.1e); optimal when the schedule found meets it."""
+    floor = max(floor, ctx.refuted_below)
     if found is None:
         return _IIResult(None, False, floor)
     return _IIResult(found, found.ii <= floor, min(floor, found.ii))
@@ -371,8 +370,7 @@ def _settle(ctx: Context, found: Found, proven: int) -> _IIResult:
     between is refuted: first by the memory relaxation (quick where TMEM binds), else by the window
     phases once more on [proven, found.ii - 1], with the schedule now the upper bound. Not for a
     schedule under Triton's split, whose secondary objectives would be optimised within the split."""
-    if ctx.monotone:
-        proven = max(proven, ctx.refuted_below)
+    proven = max(proven, ctx.refuted_below)  # 0 unless the problem is monotone
     if not found.free(ctx.options):
         return _IIResult(found, False, min(proven, found.ii))
     if proven >= found.ii or (ctx.memory and refute_below(ctx, proven, found.ii)):

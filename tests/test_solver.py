@@ -245,6 +245,26 @@ def test_improvement_lowers_a_schedule_in_hand_from_its_own_ii():
     assert ctx.work.spent <= 6.5
 
 
+def test_full_window_keeps_the_schedule_a_hint_slice_found(monkeypatch):
+    """A hint slice of ``full_window`` that finds a schedule without proving it ends the hints, and the
+    schedule is kept when the plain solve that follows ends without one (here forced: no complete hint,
+    no budget). Before session 17 the next slice's hint replaced it and one-tile FA h100 lost its 2439."""
+    from twill.solver import hints, phases
+    from twill.solver.ims import ims_triton_split
+    from twill.solver.phases import Verdict, Window, full_window
+    from twill.solver.run import Budget
+
+    p = problem("fa_fwd", "h100", subtiles=2)
+    ctx = _context(p)
+    incumbent = ims_triton_split(p, ctx.options).schedule
+    ctx.hint = hints.from_schedule(p, incumbent)
+    monkeypatch.setattr(phases, "RAW_HINT", Budget(share=0, at_least=0.4))  # a schedule, no proof
+    monkeypatch.setattr(hints, "hint_solution", lambda v, solution: v.m.clear_hints())
+    out = full_window(ctx, Window(2048, incumbent.ii), Budget(share=0, at_least=0))
+    assert out.verdict is Verdict.FOUND and 2048 < out.found.ii < incumbent.ii == 2465
+    assert ctx.work.spent < 1.0  # no pressure slice after the schedule
+
+
 def test_sweep_decides_a_narrow_window_ii_by_ii():
     """The sweep (design.md §3.1): the joint model at one fixed II on one worker refutes the one-tile
     FA window just above the structure floor, and in a window holding the optimum it stops at the

@@ -325,8 +325,11 @@ def full_window(ctx: Context, w: Window, budget: Budget) -> Outcome:
     v.m.minimize(v.ii)
     s, status = _hinted(ctx, v, w.lo) if ctx.hint is not None else (None, None)
     if status is None:
+        sliced = s if s is not None and _holds_schedule(s) else None
         s = ctx.solver(budget.units(ctx.options.work))
         status = s.solve(v.m, Progress(ctx.options.progress, "II", ctx.work))
+        if sliced is not None and (status not in FEASIBLE or sliced.value(v.ii) < s.value(v.ii)):
+            s, status = sliced, cp_model.FEASIBLE  # the slice's schedule, which the plain solve did not keep
     if status == cp_model.INFEASIBLE:
         ctx.refuted(w.lo, w.hi, "CP-SAT (the joint model)")
         ctx.report(f"II window [{w.lo}, {w.hi}]: proven infeasible")
@@ -341,7 +344,10 @@ def full_window(ctx: Context, w: Window, budget: Budget) -> Outcome:
 
 def _hinted(ctx: Context, v: ScheduleModel, lo: int) -> tuple[Solver | None, int | None]:
     """Solve the window model from the relaxation's schedule: (solver, status), status None when
-    the window is still undecided and wants a plain solve (hinted by then).
+    the window is still undecided and wants a plain solve (hinted by then). A slice that finds a
+    schedule ends the hints: the plain solve starts from it, and the solver returned holds it, so
+    that it is kept if the plain solve ends without one (it did: one-tile FA h100's 2439, lost to the
+    next slice's hint until session 17).
 
     1. the relaxation's own starts and groups, which often complete into a full schedule at once;
     2. a relaxation schedule that favours few groups and short register lifetimes, which steers
@@ -351,15 +357,20 @@ def _hinted(ctx: Context, v: ScheduleModel, lo: int) -> tuple[Solver | None, int
     """
     a = ctx.hint
     s, status = _try_hint(ctx, v, a, RAW_HINT)
-    if status is not None:
+    if status is not None or _holds_schedule(s):
         return s, status
     a = _pressure_hint(ctx, lo, a)
     s, status = _try_hint(ctx, v, a, PRESSURE_HINT)
-    if status is not None:
+    if status is not None or _holds_schedule(s):
         return s, status
     v.m.clear_hints()
     hints.hint(v, _repair(ctx, a) or a)
     return s, None
+
+
+def _holds_schedule(s: Solver) -> bool:
+    """Whether ``s``'s last solve ended with a schedule (a hint slice's, kept for the plain solve)."""
+    return s.response_proto.status in FEASIBLE
 
 
 def _try_hint(ctx: Context, v: ScheduleModel, a: Assignment, budget: Budget) -> tuple[Solver, int | None]:

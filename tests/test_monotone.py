@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 from ortools.sat.python import cp_model
 
+from tests.conftest import problem
 from twill import Issuer, LoopBuilder, Use
 from twill.arch.registry import get_arch
 from twill.bounds import lower_bound, monotone_in_ii
@@ -88,3 +89,14 @@ def test_bisection_proves_a_twelve_op_tmem_body_that_the_ii_by_ii_sweep_left_ope
     p = build_case(case)
     sched = solve(p, SolveOptions(workers=2, work_limit=30, time_limit=600))
     assert (sched.ii, sched.status) == (552, "optimal") and validate(p, sched) == []
+
+
+@pytest.mark.slow
+def test_one_tile_fa_h100_is_within_two_percent_of_its_proven_bound():
+    """One-tile FA forward on h100 (the issue's one-tile criterion): the bisection's probe 2% under the
+    2440 schedule, with twice a probe's work, refutes 2393, which refutes every II below it."""
+    p = problem("fa_fwd", "h100")
+    sched = solve(p, SolveOptions(workers=2, work_limit=30, time_limit=600))
+    assert validate(p, sched) == []
+    assert sched.ii <= 1.02 * sched.ii_lower_bound and sched.ii_lower_bound >= 2394
+    assert "refuting one II refutes every smaller one" in sched.proof

@@ -18,6 +18,7 @@ session 11).
 from __future__ import annotations
 
 import argparse
+import itertools
 import sys
 from pathlib import Path
 
@@ -48,14 +49,14 @@ def case(case_id: str) -> dict:
 
 
 def spend(p: Problem, workers: int, lo: int, hi: int, units: float, hint: Assignment | None,
-          lp: int | None = None) -> tuple[int, float]:
+          lp: int | None = None, seed: int = 0) -> tuple[int, float]:
     """(status, units spent) of the joint model over [lo, hi], any schedule, from ``hint`` moved to lo,
-    at CP-SAT's LP level ``lp`` (its default where None)."""
+    at CP-SAT's LP level ``lp`` (its default where None) and random seed ``seed``."""
     work = Work.starting_now(3600, units)
     v = build_model(p, SolveOptions(workers=workers), lo, hi)
     if hint is not None:
         hints.hint_moved(v, hint, lo)
-    status = solver(work, units, workers, linearization=lp).solve(v.m)
+    status = solver(work, units, workers, seed=seed, linearization=lp).solve(v.m)
     return status, work.spent
 
 
@@ -67,6 +68,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--workers", default="1,2", help="worker counts to compare (default 1,2)")
     ap.add_argument("--units", type=float, default=5.0, help="units per solve (default 5)")
     ap.add_argument("--lp", help="CP-SAT LP levels to compare, e.g. 1,2 (linearization_level; default: CP-SAT's own)")
+    ap.add_argument("--seeds", default="0", help="CP-SAT random seeds, one row each, e.g. 0,1,2 (default 0)")
     ap.add_argument("--hint", metavar="SCHEDULE.json", help="also start each solve from this schedule (twill solve --out)")
     ap.add_argument("--body-out", metavar="BODY.json", help="only write the case's loop body (for twill solve) and stop")
     args = ap.parse_args(argv)
@@ -83,18 +85,17 @@ def main(argv: list[str] | None = None) -> int:
         sched = Schedule.read(args.hint)
         starts.append((f"from II {sched.ii}", hints.from_schedule(p, sched)))
     levels = [int(x) for x in args.lp.split(",")] if args.lp else [None]
-    print("| workers | LP | start | IIs (x refuted, F schedule, ? undecided) | units per II | units, all IIs | whole window |")
-    print("|---|---|---|---|---|---|---|")
-    for workers in map(int, args.workers.split(",")):
-        for lp in levels:
-            for name, hint in starts:
-                marks, spent = "", []
-                for ii in range(args.lo, args.hi + 1):
-                    status, units = spend(p, workers, ii, ii, args.units, hint, lp)
-                    marks, spent = marks + MARK[status], [*spent, units]
-                status, units = spend(p, workers, args.lo, args.hi, args.units, hint, lp)
-                print(f"| {workers} | {lp or 'default'} | {name} | {marks} | {min(spent):.2f}-{max(spent):.2f} | "
-                      f"{sum(spent):.1f} | {MARK[status]} in {units:.2f} |", flush=True)
+    print("| workers | LP | seed | start | IIs (x refuted, F schedule, ? undecided) | units per II | units, all IIs | whole window |")
+    print("|---|---|---|---|---|---|---|---|")
+    for workers, lp, seed in itertools.product(map(int, args.workers.split(",")), levels, map(int, args.seeds.split(","))):
+        for name, hint in starts:
+            marks, spent = "", []
+            for ii in range(args.lo, args.hi + 1):
+                status, units = spend(p, workers, ii, ii, args.units, hint, lp, seed)
+                marks, spent = marks + MARK[status], [*spent, units]
+            status, units = spend(p, workers, args.lo, args.hi, args.units, hint, lp, seed)
+            print(f"| {workers} | {lp or 'default'} | {seed} | {name} | {marks} | {min(spent):.2f}-{max(spent):.2f} | "
+                  f"{sum(spent):.1f} | {MARK[status]} in {units:.2f} |", flush=True)
     return 0
 
 

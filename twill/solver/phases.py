@@ -499,8 +499,8 @@ def _bisect(ctx: Context, w: Window, until: float) -> Outcome:
     undecided probe the next one goes lower, where a refutation that raises the floor comes cheaper.
     Once a schedule is in hand, the first probe below it is the II ``CLOSE`` under it: refuted, the
     schedule is within that ratio of optimal, which is what a user reads first, so that probe has twice
-    the others' work (one-tile FA h100's 2393 is refuted in 1.3-5.3 units by one solve, whatever its
-    start, LP and seed, 3.6 median: two restarts of 3 left it undecided)."""
+    the others' work (one-tile FA h100's 2393: one solve refutes it in 1.3-5.3 units, 3.6 median, from 11
+    of 12 starts, LPs and seeds, and one is undecided after 12; two restarts of 3 left it undecided)."""
     failed, top, found, close = max(w.lo, ctx.refuted_below) - 1, w.hi + 1, None, True
     probe, budget = w.hi, BISECT_II
     while failed + 1 < top and ctx.work.spent < until and ctx.work.left() > 0:

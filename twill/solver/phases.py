@@ -346,8 +346,7 @@ def _hinted(ctx: Context, v: ScheduleModel, lo: int) -> tuple[Solver | None, int
     """Solve the window model from the relaxation's schedule: (solver, status), status None when
     the window is still undecided and wants a plain solve (hinted by then). A slice that finds a
     schedule ends the hints: the plain solve starts from it, and the solver returned holds it, so
-    that it is kept if the plain solve ends without one (it did: one-tile FA h100's 2439, lost to the
-    next slice's hint until session 17).
+    that it is kept if the plain solve ends without one (a later slice's hint would replace it).
 
     1. the relaxation's own starts and groups, which often complete into a full schedule at once;
     2. a relaxation schedule that favours few groups and short register lifetimes, which steers

@@ -52,7 +52,18 @@ from twill.options import SolveOptions
 from twill.problem import Problem, read_time
 from twill.schedule import Schedule
 from twill.solver.assemble import Assignment, assemble, copies_needed
-from twill.solver.ims import CUT, Dep, ModuloTable, Segment, checked, heights, past, reservation_plan, search_ii
+from twill.solver.ims import (
+    CUT,
+    Dep,
+    ModuloTable,
+    Segment,
+    checked,
+    heights,
+    past,
+    reservation_plan,
+    search_ii,
+    search_resolution,
+)
 from twill.solver.sequential import witness_order
 
 __all__ = ["ConstructResult", "construct_schedule"]
@@ -1310,7 +1321,7 @@ def construct_schedule(problem: Problem, options: SolveOptions | None, groups: M
     def out_of_time(ii: int) -> bool:
         return past(deadline, ii, attempts)
 
-    found = search_ii(first, cap, attempt, out_of_time, LINEAR_STEPS)
+    found = search_ii(first, cap, attempt, out_of_time, LINEAR_STEPS, search_resolution(len(problem.ops)))
     if found is None and upper is None and not out_of_time(cap):
         starts, ii = _one_at_a_time(problem, plan)
         found = attempt(ii, starts)

@@ -11,7 +11,15 @@ from tests.conftest import problem
 from twill.ir import Carrier, Edge, Issuer, LoopBody, Op, Use
 from twill.problem import build_problem
 from twill.solver import SolveOptions, lower_bound
-from twill.solver.ims import _first_free, ims_swp, ims_triton_split, iterative_modulo_schedule
+from twill.solver.ims import (
+    COARSE_OPS,
+    _first_free,
+    ims_swp,
+    ims_triton_split,
+    iterative_modulo_schedule,
+    search_ii,
+    search_resolution,
+)
 from twill.validate import validate
 
 PROGRAMS = [("toy", {}), ("gemm", {}), ("fa_fwd", {}), ("fa_fwd", {"subtiles": 2}), ("fa_bwd", {})]
@@ -126,3 +134,37 @@ def test_registers_that_do_not_fit_raise_the_ii(h100):
 def test_first_free_slot_on_the_circle(arcs, earliest, ii, expected):
     """The earliest issue cycle in [earliest, earliest + II) that no forbidden arc covers."""
     assert _first_free(arcs, earliest, ii) == expected
+
+
+class _Found:
+    """What ``search_ii`` reads of a schedule: its II."""
+
+    def __init__(self, ii: int):
+        self.ii = ii
+
+
+def _search(resolution: float) -> tuple[int, list[int]]:
+    """``search_ii`` from 14000 where every II from 16000 up succeeds: the II it returns and every II it tried."""
+    tried: list[int] = []
+
+    def attempt(ii: int) -> _Found | None:
+        tried.append(ii)
+        return _Found(ii) if ii >= 16000 else None
+
+    return search_ii(14000, 40000, attempt, lambda ii: False, 2, resolution).ii, tried
+
+
+def test_the_ii_search_stops_bisecting_within_its_resolution():
+    """Exact, the bisection reaches 16000 itself; at 1% it stops once the gap below its success is at most 1% of
+    that II, so it returns an II within 1% of 16000 after fewer attempts (on a 77-op body each costs 0.2 s)."""
+    exact, tried_exact = _search(0.0)
+    coarse, tried_coarse = _search(0.01)
+    assert exact == 16000 and tried_exact[:4] == [14000, 14001, 14003, 14007]
+    assert 16000 <= coarse <= 16000 * 1.01 and coarse != 16000
+    assert tried_coarse == tried_exact[:len(tried_coarse)] and len(tried_coarse) <= len(tried_exact) - 6
+
+
+def test_only_large_bodies_get_the_coarse_search():
+    """Below 40 ops an attempt costs milliseconds, so small bodies keep the exact bisection (and their schedules)."""
+    assert COARSE_OPS == 40
+    assert search_resolution(39) == 0.0 and search_resolution(40) == search_resolution(77) == 0.01

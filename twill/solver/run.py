@@ -33,6 +33,18 @@ RESTARTS = ("quick_restart", "quick_restart_no_lp")
 # of clauses and never takes that path. An abort cannot be caught, so every solve runs at level 1.
 PROBING_LEVEL = 1
 
+# CP-SAT 9.15's hint phase (QuickSolveWithHint: the search follows the hint for up to `hint_conflict_limit`
+# conflicts, 10 by default, and reports what it proves to every subsolver) declared a feasible model infeasible in
+# interleaved search: the window [1643, 1737] of one-tile FA forward on b200, minimising II from a relaxation's
+# partial hint, came back INFEASIBLE (two runs of three, the third heap-corrupted: "free(): invalid next size")
+# where II 1731 has a schedule that the validator accepts (tests/data/cpsat_hint_false_infeasible.pb,
+# tests/test_solver.py). With no conflicts allowed the phase proves nothing, and the same model gives the 1731
+# schedule in every run, and a complete hint still enters as the first solution. So multi-worker solves run without
+# the phase.
+# One worker never showed it (same model, same hint: 1731 every run), and keeps the phase, where a schedule moved to
+# a nearby II is a short repair.
+HINT_CONFLICTS_INTERLEAVED = 0
+
 
 @dataclass(frozen=True, slots=True)
 class Budget:
@@ -101,11 +113,14 @@ class Solver(cp_model.CpSolver):
         self.work = work
 
     def solve(self, model: cp_model.CpModel, solution_callback: cp_model.CpSolverSolutionCallback | None = None) -> int:
-        refuted = (self.parameters.num_workers > 1 and len(model.proto.solution_hint.vars) > 0
-                   and self._loading_refutes(model))
+        hinted = self.parameters.num_workers > 1 and len(model.proto.solution_hint.vars) > 0
+        refuted = hinted and self._loading_refutes(model)
         self.parameters.max_time_in_seconds = max(0.01, self.work.wall_left())
         if refuted:
             with _without_hint(model):  # refuted at loading: the hint-free solve says so at once
+                status = super().solve(model, solution_callback)
+        elif hinted:
+            with _hinted_with(model, self._follow_hint(model)):
                 status = super().solve(model, solution_callback)
         else:
             status = super().solve(model, solution_callback)
@@ -116,6 +131,25 @@ class Solver(cp_model.CpSolver):
         if status == cp_model.MODEL_INVALID:
             raise RuntimeError(f"internal error: invalid CP-SAT model ({model.validate()[:300]})")
         return status
+
+    def _follow_hint(self, model: cp_model.CpModel) -> list[int] | None:
+        """A schedule completed from the model's hint on one worker, in CP-SAT's own hint phase and nothing
+        after it (no conflict allowed past the phase's own limit), or None. Why: the interleaved solves
+        run with that phase off (``HINT_CONFLICTS_INTERLEAVED``), and it is what repairs a schedule moved to a
+        nearby II into one of the full model (one-tile FA b200's descent: 1860 with it, nothing without);
+        given as a complete hint, the completed schedule is the interleaved solve's first solution. What the
+        phase refutes is not used: only the interleaved solve's own answer is."""
+        probe = cp_model.CpSolver()
+        probe.parameters.num_workers = 1
+        probe.parameters.max_number_of_conflicts = 0
+        probe.parameters.cp_model_probing_level = self.parameters.cp_model_probing_level
+        probe.parameters.max_deterministic_time = self.parameters.max_deterministic_time
+        probe.parameters.max_time_in_seconds = max(0.01, self.work.wall_left())
+        status = probe.solve(model)
+        used = probe.response_proto.deterministic_time
+        self.work.spent += used
+        self.parameters.max_deterministic_time = max(0.01, self.parameters.max_deterministic_time - used)
+        return list(probe.response_proto.solution) if status in (cp_model.OPTIMAL, cp_model.FEASIBLE) else None
 
     def _loading_refutes(self, model: cp_model.CpModel) -> bool:
         """Whether loading the model with the strongest LP among the subsolvers refutes it (one worker, no
@@ -153,6 +187,22 @@ def _without_hint(model: cp_model.CpModel) -> Iterator[None]:
         hint.values.extend(saved[1])
 
 
+@contextmanager
+def _hinted_with(model: cp_model.CpModel, solution: list[int] | None) -> Iterator[None]:
+    """The model hinted with a complete ``solution`` (where there is one) instead of its own hint, put back
+    after."""
+    if solution is None:
+        yield
+        return
+    with _without_hint(model):
+        for i, value in enumerate(solution):
+            model.add_hint(model.get_int_var_from_proto_index(i), value)
+        try:
+            yield
+        finally:
+            model.clear_hints()
+
+
 def solver(work: Work, units: float, workers: int, portfolio: tuple[str, ...] = (), seed: int = 0,
            linearization: int | None = None) -> Solver:
     """A CP-SAT solver that may spend ``units`` of deterministic work, reproducibly: one worker, or
@@ -165,6 +215,7 @@ def solver(work: Work, units: float, workers: int, portfolio: tuple[str, ...] = 
     if n > 1:
         s.parameters.interleave_search = True
         s.parameters.interleave_batch_size = n
+        s.parameters.hint_conflict_limit = HINT_CONFLICTS_INTERLEAVED
     if portfolio and n == len(portfolio):
         s.parameters.subsolvers.extend(portfolio)
     s.parameters.max_deterministic_time = max(0.01, min(units, work.left()))

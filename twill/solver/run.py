@@ -37,13 +37,14 @@ PROBING_LEVEL = 1
 # conflicts, 10 by default, and reports what it proves to every subsolver) declared a feasible model infeasible in
 # interleaved search: the window [1643, 1737] of one-tile FA forward on b200, minimising II from a relaxation's
 # partial hint, came back INFEASIBLE (two runs of three, the third heap-corrupted: "free(): invalid next size")
-# where II 1731 has a schedule that the validator accepts (tests/data/cpsat_hint_false_infeasible.pb,
-# tests/test_solver.py). With no conflicts allowed the phase proves nothing, and the same model gives the 1731
-# schedule in every run, and a complete hint still enters as the first solution. So multi-worker solves run without
-# the phase.
-# One worker never showed it (same model, same hint: 1731 every run), and keeps the phase, where a schedule moved to
-# a nearby II is a short repair.
-HINT_CONFLICTS_INTERLEAVED = 0
+# where II 1731 has a schedule (tests/data/cpsat_hint_false_infeasible.pb, tests/test_solver.py). With one conflict
+# allowed the same model ends undecided in every run. Zero would switch the phase off, but 9.15 then aborts the
+# whole process in interleaved search whenever loading refutes a model, hinted or not ("Check failed:
+# heuristics.fixed_search != nullptr": random-regs-16009's structure relaxation, no hint at all). So multi-worker
+# solves allow the phase one conflict, and complete their hint on one worker first (``Solver._follow_hint``).
+# One worker never showed the fault (same model, same hint: a 1731 schedule every run) and keeps the phase, where a
+# schedule moved to a nearby II is a short repair.
+HINT_CONFLICTS_INTERLEAVED = 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,8 +136,8 @@ class Solver(cp_model.CpSolver):
     def _follow_hint(self, model: cp_model.CpModel) -> list[int] | None:
         """A schedule completed from the model's hint on one worker, in CP-SAT's own hint phase and nothing
         after it (no conflict allowed past the phase's own limit), or None. Why: the interleaved solves
-        run with that phase off (``HINT_CONFLICTS_INTERLEAVED``), and it is what repairs a schedule moved to a
-        nearby II into one of the full model (one-tile FA b200's descent: 1860 with it, nothing without);
+        allow that phase one conflict (``HINT_CONFLICTS_INTERLEAVED``), and it is what repairs a schedule moved to
+        a nearby II into one of the full model (one-tile FA b200's descent: 1860 with it, nothing without);
         given as a complete hint, the completed schedule is the interleaved solve's first solution. What the
         phase refutes is not used: only the interleaved solve's own answer is."""
         probe = cp_model.CpSolver()

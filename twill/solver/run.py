@@ -34,17 +34,16 @@ RESTARTS = ("quick_restart", "quick_restart_no_lp")
 PROBING_LEVEL = 1
 
 # CP-SAT 9.15's hint phase (QuickSolveWithHint: the search follows the hint for up to `hint_conflict_limit`
-# conflicts, 10 by default, and reports what it proves to every subsolver) declared a feasible model infeasible in
+# conflicts and reports an infeasibility it proves to every subsolver) declared a feasible model infeasible in
 # interleaved search: the window [1643, 1737] of one-tile FA forward on b200, minimising II from a relaxation's
-# partial hint, came back INFEASIBLE (two runs of three, the third heap-corrupted: "free(): invalid next size")
-# where II 1731 has a schedule (tests/data/cpsat_hint_false_infeasible.pb, tests/test_solver.py). With one conflict
-# allowed the same model ends undecided in every run. Zero would switch the phase off, but 9.15 then aborts the
-# whole process in interleaved search whenever loading refutes a model, hinted or not ("Check failed:
-# heuristics.fixed_search != nullptr": random-regs-16009's structure relaxation, no hint at all). So multi-worker
-# solves allow the phase one conflict, and complete their hint on one worker first (``Solver._follow_hint``).
-# One worker never showed the fault (same model, same hint: a 1731 schedule every run) and keeps the phase, where a
-# schedule moved to a nearby II is a short repair.
-HINT_CONFLICTS_INTERLEAVED = 1
+# partial hint, came back INFEASIBLE (two runs of three, another heap-corrupted: "free(): invalid next size") where
+# II 1731 has a schedule (tests/data/cpsat_hint_false_infeasible.pb, tests/test_solver.py). Without the hint every
+# run finds a schedule. The phase cannot be switched off safely: with `hint_conflict_limit` 0 or 1, 9.15 aborts the
+# process in interleaved search whenever loading refutes a model, hinted or not ("Check failed:
+# heuristics.fixed_search != nullptr": random-regs-16009's and random-regs-16010's structure relaxations). So an
+# interleaved solve never gets a partial hint: ``Solver._follow_hint`` completes it on one worker first (one worker
+# never showed the fault: the same model and hint gave a 1731 schedule in every run), and the interleaved solve gets
+# the completed schedule as a complete hint, or no hint at all.
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,11 +134,11 @@ class Solver(cp_model.CpSolver):
 
     def _follow_hint(self, model: cp_model.CpModel) -> list[int] | None:
         """A schedule completed from the model's hint on one worker, in CP-SAT's own hint phase and nothing
-        after it (no conflict allowed past the phase's own limit), or None. Why: the interleaved solves
-        allow that phase one conflict (``HINT_CONFLICTS_INTERLEAVED``), and it is what repairs a schedule moved to
-        a nearby II into one of the full model (one-tile FA b200's descent: 1860 with it, nothing without);
+        after it (no conflict allowed past the phase's own limit), or None. Why: an interleaved solve must not
+        see a partial hint (the comment above ``solver``), and the hint phase is what repairs a schedule moved
+        to a nearby II into one of the full model (one-tile FA b200's descent: 1860 with it, nothing without);
         given as a complete hint, the completed schedule is the interleaved solve's first solution. What the
-        phase refutes is not used: only the interleaved solve's own answer is."""
+        pass refutes is not used: only the interleaved solve's own answer is."""
         probe = cp_model.CpSolver()
         probe.parameters.num_workers = 1
         probe.parameters.max_number_of_conflicts = 0
@@ -190,12 +189,12 @@ def _without_hint(model: cp_model.CpModel) -> Iterator[None]:
 
 @contextmanager
 def _hinted_with(model: cp_model.CpModel, solution: list[int] | None) -> Iterator[None]:
-    """The model hinted with a complete ``solution`` (where there is one) instead of its own hint, put back
-    after."""
-    if solution is None:
-        yield
-        return
+    """The model hinted with a complete ``solution`` instead of its own hint, or with none where there is no
+    solution; its own hint put back after."""
     with _without_hint(model):
+        if solution is None:
+            yield
+            return
         for i, value in enumerate(solution):
             model.add_hint(model.get_int_var_from_proto_index(i), value)
         try:
@@ -216,7 +215,6 @@ def solver(work: Work, units: float, workers: int, portfolio: tuple[str, ...] = 
     if n > 1:
         s.parameters.interleave_search = True
         s.parameters.interleave_batch_size = n
-        s.parameters.hint_conflict_limit = HINT_CONFLICTS_INTERLEAVED
     if portfolio and n == len(portfolio):
         s.parameters.subsolvers.extend(portfolio)
     s.parameters.max_deterministic_time = max(0.01, min(units, work.left()))

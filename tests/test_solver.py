@@ -469,9 +469,9 @@ def test_a_feasible_hinted_window_is_not_refuted():
     units; the third corrupted the heap): one-tile FA forward on b200, II in [1643, 1737] minimised from a
     relaxation's partial hint (starts and groups), which the search reached with --work-limit 300 and printed
     "optimal 1738" from. II 1737 has a schedule the validator accepts, and 1731 one that CP-SAT finds from this
-    model on one worker. twill's multi-worker solves never get a partial hint: it is completed on one worker
-    first, and dropped where it cannot be (``run.Solver._follow_hint``); run in a subprocess, so that a heap
-    corruption fails this test instead of the run."""
+    model on one worker. twill confirms a hinted multi-worker refutation without the hint
+    (``run.Solver._confirm_without_hint``); run in a subprocess, so that a heap corruption fails this test
+    instead of the run."""
     import subprocess
     import sys
 

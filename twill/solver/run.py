@@ -36,14 +36,12 @@ PROBING_LEVEL = 1
 # CP-SAT 9.15's hint phase (QuickSolveWithHint: the search follows the hint for up to `hint_conflict_limit`
 # conflicts and reports an infeasibility it proves to every subsolver) declared a feasible model infeasible in
 # interleaved search: the window [1643, 1737] of one-tile FA forward on b200, minimising II from a relaxation's
-# partial hint, came back INFEASIBLE (two runs of three, another heap-corrupted: "free(): invalid next size") where
-# II 1731 has a schedule (tests/data/cpsat_hint_false_infeasible.pb, tests/test_solver.py). Without the hint every
-# run finds a schedule. The phase cannot be switched off safely: with `hint_conflict_limit` 0 or 1, 9.15 aborts the
-# process in interleaved search whenever loading refutes a model, hinted or not ("Check failed:
-# heuristics.fixed_search != nullptr": random-regs-16009's and random-regs-16010's structure relaxations). So an
-# interleaved solve never gets a partial hint: ``Solver._follow_hint`` completes it on one worker first (one worker
-# never showed the fault: the same model and hint gave a 1731 schedule in every run), and the interleaved solve gets
-# the completed schedule as a complete hint, or no hint at all.
+# partial hint, came back INFEASIBLE (two runs of three) where II 1737 has a schedule the validator accepts
+# (tests/data/cpsat_hint_false_infeasible.pb, tests/test_solver.py). Without the hint every run finds a schedule.
+# The phase cannot be switched off (`hint_conflict_limit` 0 or 1 makes 9.15 abort in interleaved search whenever
+# loading refutes a model, hinted or not), and it is what repairs a schedule moved to a nearby II (the descent).
+# So a hinted interleaved solve keeps its hint for finding, and a refutation from it is confirmed by the same solve
+# without the hint (``Solver.solve``); schedules need no such check: every one is validated.
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,11 +117,10 @@ class Solver(cp_model.CpSolver):
         if refuted:
             with _without_hint(model):  # refuted at loading: the hint-free solve says so at once
                 status = super().solve(model, solution_callback)
-        elif hinted:
-            with _hinted_with(model, self._follow_hint(model)):
-                status = super().solve(model, solution_callback)
         else:
             status = super().solve(model, solution_callback)
+            if hinted and status == cp_model.INFEASIBLE:  # the hint phase's refutations are not trusted
+                status = self._confirm_without_hint(model, solution_callback)
         used = self.response_proto.deterministic_time
         self.work.spent += used
         if status in (cp_model.UNKNOWN, cp_model.FEASIBLE) and used < 0.999 * self.parameters.max_deterministic_time:
@@ -132,24 +129,15 @@ class Solver(cp_model.CpSolver):
             raise RuntimeError(f"internal error: invalid CP-SAT model ({model.validate()[:300]})")
         return status
 
-    def _follow_hint(self, model: cp_model.CpModel) -> list[int] | None:
-        """A schedule completed from the model's hint on one worker, in CP-SAT's own hint phase and nothing
-        after it (no conflict allowed past the phase's own limit), or None. Why: an interleaved solve must not
-        see a partial hint (the comment above ``solver``), and the hint phase is what repairs a schedule moved
-        to a nearby II into one of the full model (one-tile FA b200's descent: 1860 with it, nothing without);
-        given as a complete hint, the completed schedule is the interleaved solve's first solution. What the
-        pass refutes is not used: only the interleaved solve's own answer is."""
-        probe = cp_model.CpSolver()
-        probe.parameters.num_workers = 1
-        probe.parameters.max_number_of_conflicts = 0
-        probe.parameters.cp_model_probing_level = self.parameters.cp_model_probing_level
-        probe.parameters.max_deterministic_time = self.parameters.max_deterministic_time
-        probe.parameters.max_time_in_seconds = max(0.01, self.work.wall_left())
-        status = probe.solve(model)
-        used = probe.response_proto.deterministic_time
+    def _confirm_without_hint(self, model: cp_model.CpModel,
+                              solution_callback: cp_model.CpSolverSolutionCallback | None) -> int:
+        """The same solve without the hint, on what is left of its budget: a refutation stands only if this
+        one proves it too (CP-SAT's hint phase refuted a feasible window: the comment above ``solver``)."""
+        used = self.response_proto.deterministic_time
         self.work.spent += used
         self.parameters.max_deterministic_time = max(0.01, self.parameters.max_deterministic_time - used)
-        return list(probe.response_proto.solution) if status in (cp_model.OPTIMAL, cp_model.FEASIBLE) else None
+        with _without_hint(model):
+            return super().solve(model, solution_callback)
 
     def _loading_refutes(self, model: cp_model.CpModel) -> bool:
         """Whether loading the model with the strongest LP among the subsolvers refutes it (one worker, no
@@ -185,22 +173,6 @@ def _without_hint(model: cp_model.CpModel) -> Iterator[None]:
         hint = model.proto.solution_hint
         hint.vars.extend(saved[0])
         hint.values.extend(saved[1])
-
-
-@contextmanager
-def _hinted_with(model: cp_model.CpModel, solution: list[int] | None) -> Iterator[None]:
-    """The model hinted with a complete ``solution`` instead of its own hint, or with none where there is no
-    solution; its own hint put back after."""
-    with _without_hint(model):
-        if solution is None:
-            yield
-            return
-        for i, value in enumerate(solution):
-            model.add_hint(model.get_int_var_from_proto_index(i), value)
-        try:
-            yield
-        finally:
-            model.clear_hints()
 
 
 def solver(work: Work, units: float, workers: int, portfolio: tuple[str, ...] = (), seed: int = 0,

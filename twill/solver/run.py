@@ -132,7 +132,7 @@ class Solver(cp_model.CpSolver):
     def _confirm_without_hint(self, model: cp_model.CpModel,
                               solution_callback: cp_model.CpSolverSolutionCallback | None) -> int:
         """The same solve without the hint, on what is left of its budget: a refutation stands only if this
-        one proves it too (CP-SAT's hint phase refuted a feasible window: the comment above ``solver``)."""
+        one proves it too (CP-SAT's hint phase refuted a feasible window: the note under ``PROBING_LEVEL``)."""
         used = self.response_proto.deterministic_time
         self.work.spent += used
         self.parameters.max_deterministic_time = max(0.01, self.parameters.max_deterministic_time - used)

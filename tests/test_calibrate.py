@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import shutil
 import statistics
 import subprocess
@@ -269,9 +270,28 @@ def test_warpgroup_step_rates_come_from_the_fa_consumer_benchmark():
     assert not any(k.endswith("_warpgroup") for k in {m.key for m in derive(h200)})
 
 
+def test_the_wgmma_issue_cost_comes_from_the_own_group_records():
+    """A warpgroup that keeps its own wgmma group in flight through a softmax step (issue 21, FA3's order) spends
+    its share of fence + 8 wgmma + commit per instruction: the variant's latencies.mma_issue, the larger of SS
+    and RS rounded up; the exp step beside its own group is measured too and is no slower than beside another
+    warpgroup's wgmmas (the charged rate), and the default calibration leaves the issue at one cycle."""
+    # given
+    h200 = load_results(RESULTS_H200)
+    by_key = {m.key: m for m in derive(h200, warpgroup_rates=True)}
+    steps = {(r["step"], r["mode"]): r for r in h200["fa_consumer"]["records"] if r["kind"] == "step"}
+    # then
+    per = [steps[("ex2", mode)]["own_issue_cycles_per_group"]["median"] / 8 for mode in ("own_wgmma_ss", "own_wgmma_rs")]
+    assert by_key["mma_issue"].section == "latencies" and by_key["mma_issue"].value == math.ceil(max(per)) == 24
+    assert all(steps[(s, m)]["ok"] for s in ("ex2", "row_max", "row_sum")
+               for m in ("own_wgmma_ss", "own_wgmma_rs", "own_wgmma_ss_beside_wgmma"))
+    assert steps[("ex2", "alone")]["cycles"] < steps[("ex2", "own_wgmma_ss")]["cycles"] < steps[("ex2", "beside_wgmma")]["cycles"]
+    assert "mma_issue" not in {m.key for m in derive(h200)}
+    assert "mma_issue" not in {m.key for m in derive(load_results(RESULTS), warpgroup_rates=True)}
+
+
 def test_the_warpgroup_variant_is_the_calibration_with_its_rates():
     """bench/codegen/h200_warpgroup_rates.toml is `twill calibrate --warpgroup-rates` of bench/results/h200: archs/h200.toml
-    with the five step rates added and nothing else changed."""
+    with the five step rates and the wgmma issue cost added and nothing else changed."""
     # given
     path = ROOT / "bench" / "codegen" / "h200_warpgroup_rates.toml"
     text = path.read_text()
@@ -285,7 +305,9 @@ def test_the_warpgroup_variant_is_the_calibration_with_its_rates():
     added = {k for k in data["rates"] if k not in base["rates"]}
     assert added == {"mufu_ops_per_clk_warpgroup", "fp32_ops_per_clk_warpgroup", "convert_ops_per_clk_warpgroup",
                      "alu_reduce_ops_per_clk_warpgroup", "fp32_reduce_ops_per_clk_warpgroup"}
-    assert all(data[s] == base[s] for s in ("chip", "limits", "units", "latencies", "sync", "features") if s in base)
+    assert {k: v for k, v in data["latencies"].items() if k != "mma_issue"} == base["latencies"]
+    assert "mma_issue" not in base["latencies"] and data["latencies"]["mma_issue"]["value"] == 24
+    assert all(data[s] == base[s] for s in ("chip", "limits", "units", "sync", "features") if s in base)
 
 
 def test_datasheet_snapshot_is_the_builtin_h100_before_calibration():

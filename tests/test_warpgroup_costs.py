@@ -68,3 +68,19 @@ def test_a_warpgroup_rate_above_the_pipe_rate_is_not_charged():
     # then
     assert fast.cost.exp(TILE).busy == math.ceil(TILE / h200.rate("mufu_ops_per_clk"))
     assert fast.cost.reduce(TILE, "alu").busy == math.ceil(TILE / h200.rate("alu_ops_per_clk"))
+
+
+def test_the_variant_charges_the_measured_wgmma_issue():
+    """Each wgmma holds its warpgroup for the measured issue cost on the variant (latencies.mma_issue, 24 cycles,
+    fa_consumer.cu's own-group records), and one cycle where the arch has no such fact: a consumer's P.V and
+    Q.K^T (8 wgmma m64n128k16 each) hold it 192 cycles, not 8, while their tensor-core work is unchanged."""
+    # given
+    variant, h200 = _arch("h200-warpgroup-rates"), get_arch("h200")
+    ops = {a.name: {op.name: op for op in build_problem(load_program("fa_fwd", a, {"subtiles": 2}), a).ops}
+           for a in (variant, h200)}
+    # then
+    assert variant.latency("mma_issue") == 24 and "mma_issue" not in h200.latencies
+    for name in ("qk0", "pv0"):
+        assert ops[variant.name][name].issue_cycles == 8 * 24
+        assert ops[h200.name][name].issue_cycles == 8
+        assert ops[variant.name][name].busy_cycles == ops[h200.name][name].busy_cycles

@@ -168,6 +168,10 @@ __device__ void fill_tiles(uint8_t* smem, const Tiles& t) {
 
 // ---------------------------------------------------------------------------------------------
 // Part 1: one softmax step's rate from one warpgroup
+// Output layout of wg_pipe_kernel: [2][128][66] step values, then the partner's O [128][64], then the
+// step warpgroup's own accumulator [128][64] (kOwn*).
+constexpr int kOwnSlot = 2 * 128 * 66 + 128 * 64, kPipeOutFloats = kOwnSlot + 128 * 64;
+
 enum Kind : int { kEx2 = 0, kRowMax, kRowSum, kRescale, kCast, kKinds };
 static const char* kKindName[kKinds] = {"ex2", "row_max", "row_sum", "rescale", "cast"};
 // instructions of the step per thread and round, for the record
@@ -180,8 +184,16 @@ static const char* kKindShape[kKinds] = {
 // elements of the 64 x 128 tile the step processes per round (its n in the cost model)
 static const int kKindElems[kKinds] = {8192, 8192, 8192, 8192, 8192};
 
-enum Mode : int { kAlone = 0, kBeside = 1, kPair = 2, kBesideSS = 3 };
-static const char* kModeName[4] = {"alone", "beside_wgmma", "pair", "beside_wgmma_ss"};
+// kOwn*: the warpgroup running the step also has its own wgmma commit group in flight through each
+// round (issued before the round, retired with wait_group 1 after it, so one group always overlaps the
+// step), as a consumer that issues Q.K^T(j+1) or P.V(j) before softmax(j) runs it (FA3's order):
+// 8 SS wgmma m64n128k16 (Q.K^T), 8 RS (P.V, A from registers), or 8 SS while warpgroup 1 streams as in
+// kBeside. MUFU and the wgmmas share the warp's MIO queue (Nsight on FA3's order, docs/benchmarks.md).
+enum Mode : int { kAlone = 0, kBeside = 1, kPair = 2, kBesideSS = 3, kOwnSS = 4, kOwnRS = 5, kOwnBeside = 6, kModes };
+static const char* kModeName[kModes] = {"alone", "beside_wgmma", "pair", "beside_wgmma_ss", "own_wgmma_ss",
+                                        "own_wgmma_rs", "own_wgmma_ss_beside_wgmma"};
+__host__ __device__ constexpr bool has_partner(int mode) { return mode == kBeside || mode == kBesideSS || mode == kOwnBeside; }
+__host__ __device__ constexpr bool has_own(int mode) { return mode == kOwnSS || mode == kOwnRS || mode == kOwnBeside; }
 
 struct PipeParams {
   int rounds;
@@ -191,6 +203,8 @@ struct PipeParams {
 struct PipeOut {
   uint64_t cycles[2];  // per warpgroup running the step (second: pair mode only)
   uint64_t partner_cycles, partner_groups, ns;
+  uint64_t own_issue_cycles, own_groups;  // kOwn*: cycles from fence to commit, summed; commit groups issued
+  uint64_t own_step_cycles;  // kOwn*: the step's own cycles (after the commit, before the wait), summed
   uint32_t smid, pad;
 };
 
@@ -240,7 +254,8 @@ __device__ __forceinline__ void pipe_round(float (&x)[64], float (&m)[2], const 
   }
 }
 
-// Warpgroup 0 runs the step; warpgroup 1 streams P.V + Q.K^T wgmmas (kBeside) or runs the step too (kPair).
+// Warpgroup 0 runs the step (with its own wgmma groups in flight: kOwn*); warpgroup 1 streams P.V + Q.K^T
+// wgmmas (kBeside, kOwnBeside) or runs the step too (kPair).
 template <int KIND, int MODE>
 __global__ void __launch_bounds__(256, 1)
     wg_pipe_kernel(Tiles tiles, PipeParams pp, float* out, PipeOut* times) {
@@ -249,7 +264,7 @@ __global__ void __launch_bounds__(256, 1)
   __shared__ volatile int stop_all;
   __shared__ unsigned long long t0;
   const int tid = threadIdx.x, wg = tid / 128, wtid = tid % 128;
-  if (MODE == kBeside || MODE == kBesideSS) fill_tiles(smem, tiles);
+  if (has_partner(MODE) || has_own(MODE)) fill_tiles(smem, tiles);
   if (tid == 0) done = 0;
   __syncthreads();
   if (tid == 0) t0 = clock_cycles();
@@ -259,14 +274,53 @@ __global__ void __launch_bounds__(256, 1)
     float x[64], m[2] = {0.f, 0.f};
 #pragma unroll
     for (int i = 0; i < 64; ++i) x[i] = init_value(KIND, wtid, i);
+    float acc[64];  // kOwn*: the warpgroup's own accumulator (S = Q.K^T or O = P.V)
+    uint32_t a[32];
+    if constexpr (has_own(MODE)) {
+#pragma unroll
+      for (int i = 0; i < 32; ++i) a[i] = tiles.p0[wtid * 32 + i];
+    }
+    const uint32_t q = smem_addr(smem) + 64 * 32, k = smem_addr(smem + kTileBytes), vt = smem_addr(smem + 2 * kTileBytes);
+    uint64_t issue = 0, step = 0;
     bar_sync(1 + wg, 128);
     const uint64_t c0 = clock_cycles();
-    for (int r = 0; r < pp.rounds; ++r) pipe_round<KIND>(x, m, pp);
+    for (int r = 0; r < pp.rounds; ++r) {
+      if constexpr (has_own(MODE)) {
+        const uint64_t i0 = clock_cycles();
+        wg_fence();
+        if (MODE == kOwnRS)
+          issue_pv(acc, a, vt, 0);  // O = P0.V (scale-d 0 on the first K step)
+        else
+          issue_qk(acc, q, k);
+        wg_commit();
+        const uint64_t i1 = clock_cycles();
+        issue += i1 - i0;
+        pipe_round<KIND>(x, m, pp);
+        step += clock_cycles() - i1;
+        wg_wait<1>();
+      } else {
+        pipe_round<KIND>(x, m, pp);
+      }
+    }
+    if constexpr (has_own(MODE)) {
+      wg_wait<0>();
+      fence_f(acc);
+      fence_u(a);
+    }
     bar_sync(1 + wg, 128);
     const uint64_t c1 = clock_cycles();
     if (wtid == 0) {
       times[blockIdx.x].cycles[wg] = c1 - c0;
       if (wg == 0) done = 1;
+      if (has_own(MODE)) {
+        times[blockIdx.x].own_issue_cycles = issue;
+        times[blockIdx.x].own_groups = pp.rounds;
+        times[blockIdx.x].own_step_cycles = step;
+      }
+    }
+    if (has_own(MODE) && blockIdx.x == 0) {
+#pragma unroll
+      for (int i = 0; i < 64; ++i) out[kOwnSlot + wtid * 64 + i] = acc[i];
     }
     if (blockIdx.x == 0) {
 #pragma unroll
@@ -274,7 +328,7 @@ __global__ void __launch_bounds__(256, 1)
       out[(wg * 128 + wtid) * 66 + 64] = m[0];
       out[(wg * 128 + wtid) * 66 + 65] = m[1];
     }
-  } else if (MODE == kBeside || MODE == kBesideSS) {
+  } else if (has_partner(MODE)) {
     float s[64], o[64];
     uint32_t a[32];
 #pragma unroll
@@ -285,7 +339,7 @@ __global__ void __launch_bounds__(256, 1)
     bool stop = false;
     do {
       wg_fence();
-      if (MODE == kBeside)
+      if (MODE == kBeside || MODE == kOwnBeside)
         issue_pv(o, a, vt, 0);
       else
         issue_qk(o, q, k);  // O = S: the same check, SS only
@@ -576,31 +630,38 @@ static double check_kind(int kind, const PipeParams& pp, const std::vector<float
   return worst;
 }
 
-// The partner's accumulators: S = Q[64..127].K^T and O = P0.V (each commit group recomputes both).
-static double check_partner(const HostTiles& h, const std::vector<float>& out, bool ss_only) {
-  double worst = 0, maxref = 0;
-  std::vector<double> sref(64 * 128), oref(64 * 128);
+// A 64 x 128 accumulator's reference: S = Q[64..127].K^T (qk) or O = P0.V.
+static std::vector<double> acc_ref(const HostTiles& h, bool qk) {
+  std::vector<double> ref(64 * 128);
   for (int r = 0; r < 64; ++r)
     for (int c = 0; c < 128; ++c) {
-      double a = 0, b = 0;
-      for (int kk = 0; kk < 128; ++kk) {
-        a += double(h.qf[(64 + r) * kCols + kk]) * h.kf[c * kCols + kk];
-        b += ss_only ? double(h.qf[(64 + r) * kCols + kk]) * h.kf[c * kCols + kk]
-                     : double(h.p0f[r * kCols + kk]) * h.vtf[c * kCols + kk];
-      }
-      sref[r * 128 + c] = a;
-      oref[r * 128 + c] = b;
-      maxref = std::max({maxref, std::fabs(a), std::fabs(b)});
+      double a = 0;
+      for (int kk = 0; kk < 128; ++kk)
+        a += qk ? double(h.qf[(64 + r) * kCols + kk]) * h.kf[c * kCols + kk]
+                : double(h.p0f[r * kCols + kk]) * h.vtf[c * kCols + kk];
+      ref[r * 128 + c] = a;
     }
+  return ref;
+}
+
+// Largest error of an accumulator in wgmma layout (thread t's 64 values at vals[t * stride + i]),
+// relative to the reference's largest magnitude; a NaN (the poisoned output) is an infinite error.
+static double acc_err(const std::vector<double>& ref, const float* vals, int stride) {
+  double worst = 0, maxref = 0;
+  for (double e : ref) maxref = std::max(maxref, std::fabs(e));
   for (int t = 0; t < 128; ++t)
     for (int i = 0; i < 64; ++i) {
-      const int row = acc_row(t / 32, t % 32, i), col = acc_col(t % 32, i);
-      const double vs = out[(128 + t) * 66 + i], vo = out[2 * 128 * 66 + t * 64 + i];
-      const double es = std::isfinite(vs) ? std::fabs(vs - sref[row * 128 + col]) : INFINITY;
-      const double eo = std::isfinite(vo) ? std::fabs(vo - oref[row * 128 + col]) : INFINITY;
-      worst = std::max({worst, es, eo});
+      const double v = vals[t * stride + i], r = ref[acc_row(t / 32, t % 32, i) * 128 + acc_col(t % 32, i)];
+      worst = std::max(worst, std::isfinite(v) ? std::fabs(v - r) : INFINITY);
     }
   return worst / std::max(maxref, 1e-30);
+}
+
+// The partner's accumulators: S = Q[64..127].K^T and O = P0.V, or O = S too when it issues SS only
+// (each commit group recomputes both).
+static double check_partner(const HostTiles& h, const std::vector<float>& out, bool ss_only) {
+  return std::max(acc_err(acc_ref(h, true), out.data() + 128 * 66, 66),
+                  acc_err(acc_ref(h, ss_only), out.data() + 2 * 128 * 66, 64));
 }
 
 // Worst per-row relative L2 error of O / l against fp64 attention of one KV block.
@@ -639,13 +700,13 @@ static void run_kind(Report& report, const HostTiles& h, const DevTiles& d, int 
   auto kernel = wg_pipe_kernel<KIND, MODE>;
   CK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kOneCtaPerSmSmem));
   const PipeParams pp{rounds, -1.f, 0.f, 0.5f, 0.99999994f, 1.f, 1.875f};
-  const int outn = 2 * 128 * 66 + 128 * 64;
+  const int outn = kPipeOutFloats;
   float* dout = nullptr;
   PipeOut* dt = nullptr;
   CK(cudaMalloc(&dout, sizeof(float) * outn));
   CK(cudaMalloc(&dt, sizeof(PipeOut) * sms));
-  std::vector<double> cyc, mhz, mma;
-  double worst = 0, partner = 0;
+  std::vector<double> cyc, mhz, mma, own_mma, own_issue, own_step;
+  double worst = 0, partner = 0, own = 0;
   bool ok = true;
   std::vector<uint32_t> ids;
   for (int l = 0; l <= launches; ++l) {
@@ -658,19 +719,25 @@ static void run_kind(Report& report, const HostTiles& h, const DevTiles& d, int 
     CK(cudaMemcpy(out.data(), dout, sizeof(float) * outn, cudaMemcpyDeviceToHost));
     CK(cudaMemcpy(t.data(), dt, sizeof(PipeOut) * sms, cudaMemcpyDeviceToHost));
     for (int wg = 0; wg < (MODE == kPair ? 2 : 1); ++wg) worst = std::max(worst, check_kind(KIND, pp, out, wg));
-    if (MODE == kBeside || MODE == kBesideSS) partner = std::max(partner, check_partner(h, out, MODE == kBesideSS));
+    if (has_partner(MODE)) partner = std::max(partner, check_partner(h, out, MODE == kBesideSS));
+    if (has_own(MODE)) own = std::max(own, acc_err(acc_ref(h, MODE != kOwnRS), out.data() + kOwnSlot, 64));
     if (l == 0) continue;  // warm-up
     ids.clear();
     for (const auto& x : t) {
       for (int wg = 0; wg < (MODE == kPair ? 2 : 1); ++wg) cyc.push_back(double(x.cycles[wg]) / rounds);
       if (x.ns) mhz.push_back(1e3 * double(x.cycles[0]) / double(x.ns));
-      if ((MODE == kBeside || MODE == kBesideSS) && x.partner_cycles)
+      if (has_partner(MODE) && x.partner_cycles)
         mma.push_back(double(x.partner_groups) * 16 * 2.0 * 64 * 128 * 16 / double(x.partner_cycles));
+      if (has_own(MODE) && x.own_groups) {  // 8 wgmma m64n128k16 per group, over the step's whole time
+        own_mma.push_back(double(x.own_groups) * 8 * 2.0 * 64 * 128 * 16 / double(x.cycles[0]));
+        own_issue.push_back(double(x.own_issue_cycles) / double(x.own_groups));
+        own_step.push_back(double(x.own_step_cycles) / double(x.own_groups));
+      }
       ids.push_back(x.smid);
     }
   }
   const double tol = KIND == kEx2 ? 1e-4 : 0.0;
-  ok = worst <= tol && partner <= 1e-3 && !read_and_clear_error_flags();
+  ok = worst <= tol && partner <= 1e-3 && own <= 1e-3 && !read_and_clear_error_flags();
   std::sort(ids.begin(), ids.end());
   const Stats sc = stats_of(cyc);
   Record r;
@@ -679,8 +746,13 @@ static void run_kind(Report& report, const HostTiles& h, const DevTiles& d, int 
       .integer("elements_per_round", kKindElems[KIND]).boolean("ok", ok).num("max_rel_err", worst)
       .boolean("one_cta_per_sm", std::adjacent_find(ids.begin(), ids.end()) == ids.end())
       .stats("cycles_per_round", sc).stats("sm_clock_mhz", stats_of(mhz));
-  if (MODE == kBeside || MODE == kBesideSS) r.num("partner_max_rel_err", partner).stats("partner_flops_per_clk", stats_of(mma));
-  if (ok) r.num("cycles", sc.median).num("elements_per_clk", kKindElems[KIND] / sc.median);
+  if (has_partner(MODE)) r.num("partner_max_rel_err", partner).stats("partner_flops_per_clk", stats_of(mma));
+  if (has_own(MODE))
+    r.num("own_max_rel_err", own).stats("own_flops_per_clk", stats_of(own_mma))
+        .stats("own_issue_cycles_per_group", stats_of(own_issue)).stats("step_cycles_per_round", stats_of(own_step));
+  // kOwn*: the round also waits for the own group, so the step's rate is read from its own cycles
+  const double step_cycles = has_own(MODE) ? stats_of(own_step).median : sc.median;
+  if (ok) r.num("cycles", step_cycles).num("elements_per_clk", kKindElems[KIND] / step_cycles);
   report.add(r);
   CK(cudaFree(dout));
   CK(cudaFree(dt));
@@ -692,6 +764,14 @@ static void run_kind_all(Report& report, const HostTiles& h, const DevTiles& d, 
   run_kind<KIND, kBeside>(report, h, d, rounds, launches);
   run_kind<KIND, kPair>(report, h, d, rounds, launches);
   run_kind<KIND, kBesideSS>(report, h, d, rounds, launches);
+  // Beside the warpgroup's own wgmmas only the steps longer than a few dozen instructions: the rescale and
+  // cast rounds (71 and 69 cycles alone) lie far inside one own group (512 busy cycles), and ptxas then
+  // replaces a wgmma of the loop by a dummy (run_suite.py rejects the build).
+  if constexpr (KIND == kEx2 || KIND == kRowMax || KIND == kRowSum) {
+    run_kind<KIND, kOwnSS>(report, h, d, rounds, launches);
+    run_kind<KIND, kOwnRS>(report, h, d, rounds, launches);
+    run_kind<KIND, kOwnBeside>(report, h, d, rounds, launches);
+  }
 }
 
 template <bool kPingPong, bool kStamp>

@@ -274,6 +274,7 @@ def derive(results: Mapping[str, dict], reference: Mapping[str, dict] | None = N
         _smem(results, add)
     if warpgroup_rates and "fa_consumer" in results:
         _warpgroup_steps(results, add)
+        _wgmma_issue(results, add)
     return m
 
 
@@ -517,6 +518,27 @@ def _warpgroup_steps(results: Mapping[str, dict], add) -> None:
             f"{cyc['beside_wgmma_ss']:.1f}, two warpgroups on the step at once {cyc['pair']:.1f} each. The "
             f"fa_opt consumer loop with K/V resident: {loops[(1, False)]:.0f} cycles per KV step alone, "
             f"{loops[(2, False)]:.0f} with two consumers taking turns{starved}", "fa_consumer")
+
+
+def _wgmma_issue(results: Mapping[str, dict], add) -> None:
+    """The cycles a warpgroup spends issuing one wgmma (its share of fence, 8 wgmma m64n128k16 and commit)
+    while the tensor pipe has room: the consumer that runs the step also keeps its own commit group in
+    flight (``own_wgmma_*`` records of fa_consumer.cu; results recorded before 2026-11-28 lack them).
+    The model charged one cycle per instruction; Nsight put 15-25 per HGMMA in fa_opt's kernel."""
+    own = [r for r in _records(results, "fa_consumer", kind="step") if r["mode"] in ("own_wgmma_ss", "own_wgmma_rs")]
+    if not own:
+        return
+    per = {mode: statistics.median(float(r["own_issue_cycles_per_group"]["median"]) / 8 for r in own
+                                   if r["mode"] == mode) for mode in ("own_wgmma_ss", "own_wgmma_rs")}
+    beside = [float(r["own_issue_cycles_per_group"]["median"]) / 8 for r in _records(results, "fa_consumer", kind="step")
+              if r["mode"] == "own_wgmma_ss_beside_wgmma"]
+    add("latencies", "mma_issue", math.ceil(max(per.values())),
+        f"cycles from wgmma.fence to wgmma.commit_group for one commit group of 8 wgmma m64n128k16, per "
+        f"instruction, issued by a warpgroup that then runs a softmax step while the group is in flight (the "
+        f"previous own group retired or nearly so): SS {per['own_wgmma_ss']:.1f}, RS {per['own_wgmma_rs']:.1f} "
+        f"(medians of {len(own) // 2} steps x 396 warpgroups x 512 groups); the issue blocks far longer while "
+        f"another warpgroup's wgmmas fill the pipe ({min(beside):.0f}-{max(beside):.0f} per instruction: a "
+        "queueing cost the model's tensor-core unit already serialises, not an issue cost)", "fa_consumer")
 
 
 def _bulk_beside_wgmma(results: Mapping[str, dict]) -> str:

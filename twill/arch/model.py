@@ -186,6 +186,13 @@ class CostModel:
         busy = _cycles(flops / self.arch.rate(f"tensor_flops_per_clk_{dtype}"))
         return Cost(busy, busy + self.arch.latency("mma"))
 
+    def mma_issue(self, instructions: int) -> int:
+        """Cycles a group spends issuing ``instructions`` MMA instructions: ``latencies.mma_issue`` each
+        where the arch has it (measured for wgmma beside the group's own in-flight group, issue 21), else
+        one each, the issue slot alone."""
+        per = self.arch.latencies.get("mma_issue")
+        return instructions * (int(per.value) if per is not None else 1)
+
     def issue_rate(self, key: str) -> float:
         """Results per clock of the register work that ``rates.key`` counts, issued by one warp group.
 

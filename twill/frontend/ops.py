@@ -53,14 +53,15 @@ def mma(arch: Arch, name: str, m: int, n: int, k: int, dtype: str, kind: str = "
 
     The accumulator lives where the arch keeps it (``features.accumulator``): m*n registers
     (Hopper wgmma) or n TMEM columns (Blackwell tcgen05, 128 lanes). Issue slots: one
-    instruction per 16-deep K step (32 for fp8) per 64 rows of M.
+    instruction per 16-deep K step (32 for fp8) per 64 rows of M, each ``CostModel.mma_issue``
+    cycles.
     """
     c = arch.cost.mma(m, n, k, dtype)
     k_step = 32 if DTYPE_BYTES[dtype] == 1 else 16
     in_tmem = arch.feature("accumulator") == "tmem"
     issuer = Issuer.WARPGROUP if arch.feature("mma_issuer") == "warpgroup" else Issuer.THREAD
     return Op(name=name, kind=kind, uses=(Use(unit="tc", length=c.busy),), latency=c.latency, is_async=True,
-              issue_cycles=max(1, (k // k_step) * max(1, m // 64)), issuer=issuer,
+              issue_cycles=arch.cost.mma_issue(max(1, (k // k_step) * max(1, m // 64))), issuer=issuer,
               regs=0 if in_tmem else m * n, tmem_cols=n * max(1, m // 128) if in_tmem else 0)
 
 

@@ -109,6 +109,10 @@ class Solver(cp_model.CpSolver):
     def __init__(self, work: Work) -> None:
         super().__init__()
         self.work = work
+        # Whether a hinted multi-worker refutation is confirmed without the hint before it is returned. A
+        # caller that only steers by the answer (a probe whose refutation proves nothing, the proof coming
+        # from a hint-free solve after it) turns this off: the confirmation would cost it a second solve.
+        self.confirm_refutations = True
 
     def solve(self, model: cp_model.CpModel, solution_callback: cp_model.CpSolverSolutionCallback | None = None) -> int:
         hinted = self.parameters.num_workers > 1 and len(model.proto.solution_hint.vars) > 0
@@ -119,7 +123,7 @@ class Solver(cp_model.CpSolver):
                 status = super().solve(model, solution_callback)
         else:
             status = super().solve(model, solution_callback)
-            if hinted and status == cp_model.INFEASIBLE:  # the hint phase's refutations are not trusted
+            if hinted and self.confirm_refutations and status == cp_model.INFEASIBLE:  # the hint phase's refutations are not trusted
                 status = self._confirm_without_hint(model, solution_callback)
         used = self.response_proto.deterministic_time
         self.work.spent += used

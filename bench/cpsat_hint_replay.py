@@ -10,7 +10,7 @@ or aborts is reported instead of ending the replay.
 
 ``--hcl`` sets ``hint_conflict_limit`` (the conflicts the hint phase may spend); the other parameters are
 ``twill.solver.run.solver``'s (interleaved search in batches of the worker count, presolve probing level 1), straight
-to CP-SAT, without twill's own passes (which complete a partial hint on one worker, or drop it).
+to CP-SAT, without twill's own pass (``Solver.solve`` confirms a hinted multi-worker refutation without the hint).
 """
 
 from __future__ import annotations

@@ -532,14 +532,15 @@ def _wgmma_issue(results: Mapping[str, dict], add) -> None:
                                    if r["mode"] == mode) for mode in ("own_wgmma_ss", "own_wgmma_rs")}
     beside = [float(r["own_issue_cycles_per_group"]["median"]) / 8 for r in _records(results, "fa_consumer", kind="step")
               if r["mode"] == "own_wgmma_ss_beside_wgmma"]
+    queued = (f"; the issue blocks far longer while another warpgroup's wgmmas fill the pipe ({min(beside):.0f}-"
+              f"{max(beside):.0f} per instruction: a queueing cost the model's tensor-core unit already serialises, not "
+              "an issue cost)" if beside else "")
     add("latencies", "mma_issue", math.ceil(max(per.values())),
         f"cycles from wgmma.fence to wgmma.commit_group for one commit group of 8 wgmma m64n128k16, per "
         f"instruction, issued by a warpgroup that then runs a softmax step while the group is in flight (the "
         f"previous own group retired or nearly so): SS {per['own_wgmma_ss']:.1f}, RS {per['own_wgmma_rs']:.1f} "
-        f"(medians of {len(own) // 2} steps x {own[0]['cycles_per_round']['n']} warpgroups x {own[0]['rounds']} groups); "
-        "the issue blocks far longer while "
-        f"another warpgroup's wgmmas fill the pipe ({min(beside):.0f}-{max(beside):.0f} per instruction: a "
-        "queueing cost the model's tensor-core unit already serialises, not an issue cost)", "fa_consumer")
+        f"(medians of {len(own) // 2} steps x {own[0]['cycles_per_round']['n']} warpgroups x {own[0]['rounds']} "
+        f"groups){queued}", "fa_consumer")
 
 
 def _bulk_beside_wgmma(results: Mapping[str, dict]) -> str:

@@ -469,9 +469,10 @@ def test_a_feasible_hinted_window_is_not_refuted():
     units; the third corrupted the heap): one-tile FA forward on b200, II in [1643, 1737] minimised from a
     relaxation's partial hint (starts and groups), which the search reached with --work-limit 300 and printed
     "optimal 1738" from. II 1737 has a schedule the validator accepts, and 1731 one that CP-SAT finds from this
-    model on one worker. twill confirms a hinted multi-worker refutation without the hint
-    (``run.Solver._confirm_without_hint``); run in a subprocess, so that a heap corruption fails this test
-    instead of the run."""
+    model on one worker. The heap corruption is CP-SAT's `fixed` subsolver under a hint (aborts in 6 of 9 plain
+    runs), which twill leaves out of hinted multi-worker solves (``run.HINT_UNSAFE``); twill also confirms a
+    hinted multi-worker refutation without the hint (``run.Solver._confirm_without_hint``). Run in a subprocess,
+    so that a heap corruption fails this test instead of the run."""
     import subprocess
     import sys
 
@@ -482,6 +483,38 @@ def test_a_feasible_hinted_window_is_not_refuted():
     hints, refuted, ii = ours.stdout.split()
     assert (hints, refuted) == ("30", "False")  # not refuted, and the model's own hint is back
     assert ii == "None" or 1643 <= int(ii) <= 1737
+
+
+def _full_subsolvers(hinted: bool) -> tuple[str, list[str]]:
+    """The full-problem subsolvers a two-worker twill solve of a small scheduling model runs (from CP-SAT's
+    log), and the solver's ignore list after the solve."""
+    from ortools.sat.python import cp_model
+
+    from twill.solver.run import Work, solver
+
+    m = cp_model.CpModel()
+    xs = [m.new_int_var(0, 20, f"x{i}") for i in range(6)]
+    m.add_no_overlap([m.new_interval_var(x, 3, x + 3, f"i{i}") for i, x in enumerate(xs)])
+    end = m.new_int_var(0, 40, "end")
+    for x in xs:
+        m.add(end >= x + 3)
+    m.minimize(end)
+    if hinted:
+        m.add_hint(xs[0], 5)
+    s = solver(Work.starting_now(60.0, 5.0), 1.0, 2)
+    s.parameters.log_search_progress, s.parameters.log_to_stdout, s.parameters.log_to_response = True, False, True
+    assert s.solve(m) == cp_model.OPTIMAL and s.objective_value == 18
+    line = next(x for x in s.response_proto.solve_log.splitlines() if "full problem subsolvers" in x)
+    return line, list(s.parameters.ignore_subsolvers)
+
+
+def test_a_hinted_solve_leaves_out_the_subsolver_that_corrupts_the_heap():
+    """CP-SAT 9.15's `fixed` subsolver corrupts the heap under a hint (``run.HINT_UNSAFE``): a hinted two-worker
+    solve runs without it, a hint-free one with it, and the solver's parameters are as they were after."""
+    hinted, ignored = _full_subsolvers(hinted=True)
+    assert "fixed" not in hinted and "quick_restart" in hinted and ignored == []
+    plain, ignored = _full_subsolvers(hinted=False)
+    assert "fixed" in plain and ignored == []
 
 
 def test_a_hinted_model_that_loading_refutes_does_not_abort_cp_sat():

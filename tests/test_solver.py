@@ -470,7 +470,7 @@ def test_a_feasible_hinted_window_is_not_refuted():
     relaxation's partial hint (starts and groups), which the search reached with --work-limit 300 and printed
     "optimal 1738" from. II 1737 has a schedule the validator accepts, and 1731 one that CP-SAT finds from this
     model on one worker. The heap corruption is CP-SAT's `fixed` subsolver under a hint (aborts in 6 of 9 plain
-    runs), which twill leaves out of hinted multi-worker solves (``run.HINT_UNSAFE``); twill also confirms a
+    runs), which twill swaps for its own in hinted multi-worker solves (``run.HINT_SAFE_FIXED``); twill also confirms a
     hinted multi-worker refutation without the hint (``run.Solver._confirm_without_hint``). Run in a subprocess,
     so that a heap corruption fails this test instead of the run."""
     import subprocess
@@ -485,7 +485,7 @@ def test_a_feasible_hinted_window_is_not_refuted():
     assert ii == "None" or 1643 <= int(ii) <= 1737
 
 
-def _full_subsolvers(hinted: bool) -> tuple[str, list[str]]:
+def _full_subsolvers(hinted: bool) -> tuple[list[str], list[str]]:
     """The full-problem subsolvers a two-worker twill solve of a small scheduling model runs (from CP-SAT's
     log), and the solver's ignore list after the solve."""
     from ortools.sat.python import cp_model
@@ -505,16 +505,17 @@ def _full_subsolvers(hinted: bool) -> tuple[str, list[str]]:
     s.parameters.log_search_progress, s.parameters.log_to_stdout, s.parameters.log_to_response = True, False, True
     assert s.solve(m) == cp_model.OPTIMAL and s.objective_value == 18
     line = next(x for x in s.response_proto.solve_log.splitlines() if "full problem subsolvers" in x)
-    return line, list(s.parameters.ignore_subsolvers)
+    return line.split("[")[1].rstrip("]").split(", "), list(s.parameters.ignore_subsolvers)
 
 
-def test_a_hinted_solve_leaves_out_the_subsolver_that_corrupts_the_heap():
-    """CP-SAT 9.15's `fixed` subsolver corrupts the heap under a hint (``run.HINT_UNSAFE``): a hinted two-worker
-    solve runs without it, a hint-free one with it, and the solver's parameters are as they were after."""
+def test_a_hinted_solve_swaps_the_subsolver_that_corrupts_the_heap():
+    """CP-SAT 9.15's `fixed` subsolver corrupts the heap under a hint (``run.HINT_SAFE_FIXED``): a hinted
+    two-worker solve runs twill's own fixed-search subsolver in its place, a hint-free one CP-SAT's, and the
+    solver's parameters are as they were after."""
     hinted, ignored = _full_subsolvers(hinted=True)
-    assert "fixed" not in hinted and "quick_restart" in hinted and ignored == []
+    assert "fixed" not in hinted and {"fixed_search", "quick_restart"} <= set(hinted) and ignored == []
     plain, ignored = _full_subsolvers(hinted=False)
-    assert "fixed" in plain and ignored == []
+    assert "fixed" in plain and "fixed_search" not in plain and ignored == []
 
 
 def test_a_hinted_model_that_loading_refutes_does_not_abort_cp_sat():

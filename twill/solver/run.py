@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from ortools.sat.python import cp_model
+from ortools.sat.python import cp_model, cp_model_helper
 
 __all__ = ["Budget", "Work", "Solver", "solver", "attempts", "Progress", "SEARCH_AND_BOUND", "RESTARTS"]
 
@@ -47,10 +47,15 @@ PROBING_LEVEL = 1
 # reports a use-after-free in GenericLiteralWatcher::Untrail under interleaved search with hints, fixed after 9.15):
 # the stored window above, solved with its hint at 2 workers and 12 units, aborted ("free(): invalid pointer",
 # "free(): invalid next size") or segfaulted in 6 of 9 runs and gave INFEASIBLE (2) or UNKNOWN (1) in the others.
-# With `fixed` left out, 10 of 10 runs gave UNKNOWN, as the hint-free solve does (whose 5 runs were all clean and
-# identical). `fixed` follows a user's search strategy, and twill's models declare none, so a hinted multi-worker
-# solve leaves it out; hint-free solves keep CP-SAT's whole portfolio.
-HINT_UNSAFE = ("fixed",)
+# Left out, 10 of 10 runs gave UNKNOWN, as the hint-free solve does; but it is what follows a hint, and without it
+# the shared fa_bwd graph lost its proof (1281 >= 1280) and the improvement phase on FA forward h100 stopped at
+# 2355 (6 units) where it had proven 2048 in 5.6. A subsolver of our own in its place, branching as far as the
+# hint goes (PARTIAL_FIXED_SEARCH; twill's models declare no strategy), gave FEASIBLE with the same work in 6 of 6
+# runs of the stored window, and proves the improvement phase's 2048 in 5.58 units (FIXED_SEARCH or HINT_SEARCH
+# in its place: 2393 and not 2048 within 12 units). So a hinted multi-worker solve that runs CP-SAT's own
+# portfolio swaps `fixed` for it; hint-free solves keep CP-SAT's portfolio as it is.
+HINT_SAFE_FIXED = ('subsolver_params { name: "fixed_search" search_branching: PARTIAL_FIXED_SEARCH } '
+                   'extra_subsolvers: "fixed_search" ignore_subsolvers: "fixed"')
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,7 +136,7 @@ class Solver(cp_model.CpSolver):
             with _without_hint(model):  # refuted at loading: the hint-free solve says so at once
                 status = super().solve(model, solution_callback)
         else:
-            with _ignoring(self, HINT_UNSAFE if hinted else ()):
+            with _hint_safe(self, hinted):
                 status = super().solve(model, solution_callback)
             if hinted and self.confirm_refutations and status == cp_model.INFEASIBLE:  # the hint phase's refutations are not trusted
                 status = self._confirm_without_hint(model, solution_callback)
@@ -176,18 +181,20 @@ class Solver(cp_model.CpSolver):
 
 
 @contextmanager
-def _ignoring(solver: cp_model.CpSolver, subsolvers: tuple[str, ...]) -> Iterator[None]:
-    """The solver with ``subsolvers`` left out of the portfolio, and put back after (a solve
-    without a hint, the confirmation among them, runs the full portfolio)."""
-    parameters = solver.parameters
-    added = [name for name in subsolvers if name not in parameters.ignore_subsolvers]
-    parameters.ignore_subsolvers.extend(added)
+def _hint_safe(solver: cp_model.CpSolver, hinted: bool) -> Iterator[None]:
+    """The solver with CP-SAT's `fixed` subsolver swapped for ``HINT_SAFE_FIXED`` where the solve is hinted
+    and runs CP-SAT's own portfolio, and its parameters put back after (a hint-free solve, the
+    confirmation among them, runs the portfolio unchanged)."""
+    if not hinted or len(solver.parameters.subsolvers) > 0:
+        yield
+        return
+    saved = cp_model_helper.SatParameters()
+    saved.copy_from(solver.parameters)
+    solver.parameters.merge_text_format(HINT_SAFE_FIXED)
     try:
         yield
     finally:
-        kept = [name for name in parameters.ignore_subsolvers if name not in added]
-        parameters.ignore_subsolvers.clear()
-        parameters.ignore_subsolvers.extend(kept)
+        solver.parameters.copy_from(saved)
 
 
 @contextmanager

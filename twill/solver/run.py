@@ -46,7 +46,8 @@ PROBING_LEVEL = 1
 # CP-SAT 9.15's `fixed` subsolver corrupts the heap in hinted interleaved search (upstream google/or-tools#5048
 # reports a use-after-free in GenericLiteralWatcher::Untrail under interleaved search with hints, fixed after 9.15):
 # the stored window above, solved with its hint at 2 workers and 12 units, aborted ("free(): invalid pointer",
-# "free(): invalid next size") or segfaulted in 6 of 9 runs and gave INFEASIBLE (2) or UNKNOWN (1) in the others.
+# "free(): invalid next size") or segfaulted in 6 of 9 runs (3 of them with LNS off) and gave INFEASIBLE (2) or
+# UNKNOWN (1) in the others.
 # Left out, 10 of 10 runs gave UNKNOWN, as the hint-free solve does; but it is what follows a hint, and without it
 # the shared fa_bwd graph lost its proof (1281 >= 1280) and the improvement phase on FA forward h100 stopped at
 # 2355 (6 units) where it had proven 2048 in 5.6. A subsolver of our own in its place, branching as far as the

@@ -7,10 +7,17 @@ or aborts is reported instead of ending the replay.
     python bench/cpsat_hint_replay.py tests/data/cpsat_hint_false_infeasible.pb --runs 3 --hcl 2    # a short phase
     python bench/cpsat_hint_replay.py tests/data/cpsat_hint_false_infeasible.pb --workers 1 --hcl 10
     python bench/cpsat_hint_replay.py tests/data/cpsat_hint_false_infeasible.pb --no-hint
+    python bench/cpsat_hint_replay.py tests/data/cpsat_hint_false_infeasible.pb --seed 0 --units 12 --runs 9
+    python bench/cpsat_hint_replay.py tests/data/cpsat_hint_false_infeasible.pb --seed 0 --units 12 \
+        --params 'ignore_subsolvers: "fixed"'
+    python bench/cpsat_hint_replay.py tests/data/cpsat_hint_false_infeasible.pb --seed 0 --units 12 --params swap
 
 ``--hcl`` sets ``hint_conflict_limit`` (the conflicts the hint phase may spend); the other parameters are
 ``twill.solver.run.solver``'s (interleaved search in batches of the worker count, presolve probing level 1), straight
 to CP-SAT, without twill's own pass (``Solver.solve`` confirms a hinted multi-worker refutation without the hint).
+``--params`` adds CP-SAT parameters in text format (``swap``: ``run.HINT_SAFE_FIXED``, the subsolver twill runs in
+place of CP-SAT's `fixed`, whose heap corruption session 21 measured this way, with twill's seed: ``--seed 0``;
+session 19's runs kept CP-SAT's default seed).
 """
 
 from __future__ import annotations
@@ -24,12 +31,12 @@ import sys
 from google.protobuf import text_format
 from ortools.sat import cp_model_pb2
 from ortools.sat.python import cp_model
-from twill.solver.run import PROBING_LEVEL
+from twill.solver.run import HINT_SAFE_FIXED, PROBING_LEVEL
 raw = cp_model_pb2.CpModelProto()
 raw.ParseFromString(open(sys.argv[1], "rb").read())
 m = cp_model.CpModel()
 m.proto.parse_text_format(text_format.MessageToString(raw))
-workers, hcl, units, hint = int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4]), sys.argv[5] == "1"
+workers, hcl, units, hint, extra = int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4]), sys.argv[5] == "1", sys.argv[6]
 if not hint:
     m.clear_hints()
 s = cp_model.CpSolver()
@@ -39,6 +46,9 @@ if workers > 1:
 s.parameters.hint_conflict_limit = hcl
 s.parameters.cp_model_probing_level = PROBING_LEVEL
 s.parameters.max_deterministic_time = units
+s.parameters.merge_text_format(HINT_SAFE_FIXED if extra == "swap" else extra)
+if sys.argv[7]:
+    s.parameters.random_seed = int(sys.argv[7])
 status = s.solve(m)
 found = status in (cp_model.OPTIMAL, cp_model.FEASIBLE)
 print(s.status_name(status), f"{s.response_proto.deterministic_time:.2f}", int(s.objective_value) if found else "-")
@@ -53,12 +63,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--hcl", type=int, default=10, help="hint_conflict_limit (CP-SAT's default, which twill keeps: 10)")
     ap.add_argument("--units", type=float, default=15.0, help="deterministic units per run (default 15)")
     ap.add_argument("--no-hint", action="store_true", help="drop the model's solution hint")
+    ap.add_argument("--params", default="", help="more CP-SAT parameters in text format, or 'swap' for twill's "
+                    "replacement of the fixed subsolver (run.HINT_SAFE_FIXED)")
+    ap.add_argument("--seed", default="", help="CP-SAT's random_seed (twill's solves use 0; default: CP-SAT's own)")
     args = ap.parse_args(argv)
     print("| run | workers | hint_conflict_limit | hint | status | units | objective |")
     print("|---|---|---|---|---|---|---|")
     for k in range(args.runs):
         out = subprocess.run([sys.executable, "-c", _RUN, args.model, str(args.workers), str(args.hcl), str(args.units),
-                              "0" if args.no_hint else "1"], capture_output=True, text=True, timeout=3600)
+                              "0" if args.no_hint else "1", args.params, args.seed], capture_output=True, text=True, timeout=3600)
         if out.returncode == 0:
             status, units, objective = out.stdout.split()
         else:

@@ -34,16 +34,22 @@ def test_baselines_never_beat_the_optimum(name, arch):
         assert validate(p, r.schedule) == []
 
 
-def test_heuristic_on_fa_forward_is_above_the_fixed_split_optimum():
-    """FA forward, 2 sub-tiles, h100: the joint optimum is 2048 (proven in test_solver.py) and the
-    best schedule under Triton's split is 2154 (its proven lower bound: the consumer's issue slots);
-    Rau's IMS under the same split is valid and no better than either."""
+def test_triton_split_holds_a_tile_only_where_its_warpgroups_hold_the_rows():
+    """Triton's split gives one consumer group everything but the loads. On one 128-row FA tile
+    (h100) that group is 8 warps, one warpgroup per 64 accumulator rows, and Rau's IMS under it is
+    valid and above the bound. With 2 sub-tiles of 64 rows each wgmma keeps its accumulator in
+    the warpgroup that issues it (``Op.max_warps`` 4), so the one consumer is a single warpgroup
+    holding both sub-tiles: no II gives it room (41344 live words > 4 x (248 - 24) x 32 = 28672)."""
     from twill.compare import _heuristic
     from twill.solver.ims import ims_triton_split
 
-    p = problem("fa_fwd", "h100", subtiles=2)
+    p = problem("fa_fwd", "h100")
     row = _heuristic("ims", ims_triton_split(p))
-    assert row.schedule.ii >= 2154 and validate(p, row.schedule) == []
+    assert [g.warps for g in row.schedule.groups] == [1, 8]
+    assert row.schedule.ii >= lower_bound(p, SolveOptions()) == 2048 and validate(p, row.schedule) == []
+    result = ims_triton_split(problem("fa_fwd", "h100", subtiles=2))
+    assert result.schedule is None
+    assert result.attempts[-1][1] == "group 1 needs 41344 live register words, more than any legal group holds"
 
 
 def test_swp_reference_rows_agree_on_the_toy():

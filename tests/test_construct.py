@@ -150,6 +150,21 @@ def test_a_grouping_that_can_never_fit_says_why(b200):
     assert s is not None and validate(p, s) == []
 
 
+def test_a_group_cannot_both_need_and_cap_its_warps(h100):
+    """An op that needs 8 warps cannot share a group with a 64-row wgmma, whose accumulator
+    caps its group at one warpgroup; apart, each gets its size."""
+    body = LoopBody("capped", (
+        Op(name="wide", uses=(Use(unit="fp32", length=8),), latency=8, issuer=Issuer.WARPGROUP, warps=8),
+        Op(name="mma", uses=(Use(unit="tc", length=8),), latency=8, is_async=True, issuer=Issuer.WARPGROUP,
+           regs=4096, max_warps=4)), ())
+    p = build_problem(body, h100)
+    result = construct_schedule(p, SolveOptions(), {"wide": 0, "mma": 0})
+    assert result.schedule is None and result.impossible.startswith("warps: group 0 issues wide (needs 8 warps) "
+                                                                    "and mma (at most 4 warps")
+    s = construct_schedule(p, SolveOptions(), {"wide": 0, "mma": 1}).schedule
+    assert s is not None and [g.warps for g in s.groups] == [8, 4] and validate(p, s) == []
+
+
 def test_hand_offs_that_leave_no_room_for_the_rings_say_so(h100):
     """A load and a chain of eight 32 KiB register tiles alternating between two groups: the seven
     hand-off staging buffers take 224 KiB, and the load's ring slot no longer fits in 227 KiB."""
@@ -207,13 +222,15 @@ def test_registers_pack_narrow_groups_into_one_budget(b200, h100):
     """On b200 setmaxnreg is per warpgroup: two 1-warp groups share one 4-warp pack at one budget,
     and the pack is charged whole; on h100 each group keeps its own budget."""
     p = problem("fa_fwd", "b200")
-    regs = _Registers(p, SolveOptions(), {0: 1, 1: 1, 2: 4})
+    sizes = sorted(p.arch.warp_group_sizes())
+    regs = _Registers(p, SolveOptions(), {0: sizes, 1: sizes, 2: [w for w in sizes if w >= 4]})
     warps, budgets = regs.fit({0: 0, 1: 1000, 2: 40000})
     # 2 warps at 40 (1000 <= 2 x 16 x 32) beat 1 warp at 56: the pack of 4 warps is charged at 40
     assert warps == {0: 1, 1: 2, 2: 8} and budgets[0] == budgets[1] == 40 and budgets[2] == 184
     assert regs.fit({0: 0, 1: 0, 2: 60000}) is None
     p = problem("fa_fwd", "h100")
-    warps, budgets = _Registers(p, SolveOptions(), {0: 1, 1: 1}).fit({0: 0, 1: 1000})
+    sizes = sorted(p.arch.warp_group_sizes())
+    warps, budgets = _Registers(p, SolveOptions(), {0: sizes, 1: sizes}).fit({0: 0, 1: 1000})
     assert warps == {0: 1, 1: 1} and budgets == {0: 24, 1: 56}
 
 

@@ -14,6 +14,7 @@ consecutive seeds and reports every finding at once.
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -24,7 +25,9 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from twill.arch.registry import get_arch
+from twill.body_json import body_document, body_from_document
 from twill.errors import InfeasibleError
+from twill.ir import Carrier, Edge, Issuer, LoopBody, Op, Use
 from twill.problem import Problem, build_problem
 from twill.random_loops import random_body, sequential_witness, tiny_arch, witness_ii
 from twill.schedule import Schedule
@@ -203,6 +206,33 @@ def test_solving_is_deterministic(seed):
     assert _json(solve(p, SolveOptions(workers=2))) == _json(first)
     assert _json(solve_z3(p, SolveOptions(objective=("ii",)))) == _json(solve_z3(p, SolveOptions(objective=("ii",))))
     assert _json(solve_exhaustive(p, SolveOptions())) == _json(solve_exhaustive(p, SolveOptions()))
+
+
+def _accumulator_and_its_reader(cap: int) -> Problem:
+    """An MMA whose 15000-word accumulator an exp reads into 15000 words of its own: together
+    they overflow one warpgroup (4 warps x (248 - 24 reserved) x 32 lanes = 28672 words)."""
+    mma = Op(name="mma", kind="mma", uses=(Use(unit="tc", length=40),), latency=48, is_async=True, issue_cycles=8,
+             issuer=Issuer.WARPGROUP, regs=15000, max_warps=cap, handoff_cycles=20)
+    ex = Op(name="ex", kind="exp", uses=(Use(unit="mufu", length=30),), latency=32, issuer=Issuer.WARPGROUP,
+            regs=15000, handoff_cycles=20)
+    body = LoopBody("accumulator", (mma, ex), (Edge(src="mma", dst="ex", latency=48, carrier=Carrier.REGISTERS),
+                                               Edge(src="ex", dst="mma", latency=32, distance=1,
+                                                    carrier=Carrier.REGISTERS)))
+    return build_problem(body, get_arch("h100"))
+
+
+@pytest.mark.parametrize("cap, ii, groups", [(0, 80, [(8, ("mma", "ex"))]), (4, 120, [(4, ("mma",)), (4, ("ex",))])])
+def test_backends_agree_on_a_wgmma_accumulator_cap(cap, ii, groups):
+    """Uncapped, one 8-warp group holds both values at II 48 + 32 = 80. A 64-row wgmma keeps its
+    accumulator in one warpgroup (``max_warps`` 4): the exp moves to a group of its own and each
+    direction pays the 20-cycle hand-off, 48 + 20 + 32 + 20 = 120. CP-SAT, z3 and enumeration
+    agree, and the validator accepts each."""
+    p = _accumulator_and_its_reader(cap)
+    assert body_from_document(json.loads(json.dumps(body_document(p.body)))) == p.body  # the cap survives a file
+    for backend in (solve, solve_z3, solve_exhaustive):
+        s = backend(p, SolveOptions(time_limit=120, work_limit=10))
+        assert s.ii == ii and [(g.warps, g.ops) for g in s.groups] == groups, backend.__name__
+        assert validate(p, s) == []
 
 
 def test_the_tiny_arch_limits_bind():

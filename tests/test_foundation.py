@@ -9,7 +9,7 @@ from twill.arch.registry import available_archs, get_arch
 from twill.bounds import compute_bounds
 from twill.errors import GraphError
 from twill.frontend.programs import list_programs, load_program
-from twill.ir import Edge, LoopBody, Op, Use
+from twill.ir import Edge, Issuer, LoopBody, Op, Use
 from twill.problem import build_problem
 
 
@@ -94,3 +94,11 @@ def test_recurrence_reports_its_ops():
     arch = get_arch("h100")
     b = compute_bounds(build_problem(LoopBody("r", ops, edges), arch))
     assert b.rec_mii == 7 and b.recurrence.ops == ("c",)
+
+
+def test_a_warp_cap_below_the_need_is_refused():
+    """``max_warps`` bounds the issuing group from above, so it cannot sit below ``min_warps``."""
+    with pytest.raises(GraphError, match="max_warps 2 is below the 4 warps it needs"):
+        Op(name="mma", issuer=Issuer.WARPGROUP, max_warps=2)
+    assert Op(name="mma", issuer=Issuer.WARPGROUP, max_warps=4).warp_cap(16) == 4
+    assert Op(name="load").warp_cap(16) == 16

@@ -23,6 +23,9 @@ from twill.solver.ims import (
 from twill.validate import validate
 
 PROGRAMS = [("toy", {}), ("gemm", {}), ("fa_fwd", {}), ("fa_fwd", {"subtiles": 2}), ("fa_bwd", {})]
+# Triton's one consumer group is a single warpgroup where a 64-row wgmma caps it (``Op.max_warps``),
+# and on these h100 bodies no II gives that warpgroup room for every accumulator (test_compare.py)
+TRITON_SPLIT_UNHELD = {("fa_fwd", 2, "h100"), ("fa_bwd", None, "h100")}
 
 
 def _body(ops, edges, name="t"):
@@ -44,6 +47,9 @@ def test_every_builtin_program_schedules_validly_and_fast(name, params, arch):
         result = run(p)
         assert time.monotonic() - t < 2.0
         s = result.schedule
+        if run is ims_triton_split and (name, params.get("subtiles"), arch) in TRITON_SPLIT_UNHELD:
+            assert s is None and result.attempts[-1][1].endswith("live register words, more than any legal group holds")
+            continue
         assert s is not None and s.status == "feasible"
         assert s.ii >= lower_bound(p, opts) and s.ii_lower_bound == lower_bound(p, opts)
         assert validate(p, s) == []
@@ -58,7 +64,7 @@ def test_toy_reaches_the_papers_ii():
 
 def test_heuristic_is_deterministic():
     """The same input gives the same schedule (timings aside)."""
-    p = problem("fa_fwd", "h100", subtiles=2)
+    p = problem("fa_fwd", "h100")
     a, b = ims_triton_split(p), ims_triton_split(p)
     assert a.attempts == b.attempts
     da, db = a.schedule.to_dict(), b.schedule.to_dict()
@@ -67,11 +73,11 @@ def test_heuristic_is_deterministic():
 
 
 def test_fa_forward_heuristic_never_beats_the_proven_optimum():
-    """FA forward with 2 sub-tiles on h100 is proven optimal at II 2048 (test_solver.py); the
-    heuristic's II under Triton's split is no smaller, and its pure-SWP II is the SWP bound."""
-    p = problem("fa_fwd", "h100", subtiles=2)
-    assert ims_triton_split(p).schedule.ii >= 2048
-    assert ims_swp(p).schedule.ii == 2048
+    """FA forward with 2 sub-tiles on b200 is proven optimal at II 2320 (test_solver.py); the
+    heuristic's II under Triton's split is no smaller. On h100 (2048 proven) its pure-SWP II is
+    the SWP bound."""
+    assert ims_triton_split(problem("fa_fwd", "b200", subtiles=2)).schedule.ii >= 2320
+    assert ims_swp(problem("fa_fwd", "h100", subtiles=2)).schedule.ii == 2048
 
 
 def test_forced_placement_evicts_the_colliding_op(h100):

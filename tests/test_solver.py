@@ -182,6 +182,16 @@ def test_fa3_needs_no_register_handoff():
     assert validate(p, sched) == []
 
 
+def _triton_split_schedule(p):
+    """The constructive scheduler's schedule under Triton's split: on FA forward with 2 sub-tiles
+    (h100) one warpgroup holds both sub-tiles' accumulators, so it lands far above the optimum
+    (6825 against 2048), a start the phases must improve on."""
+    from twill.solver.construct import construct_schedule
+    from twill.solver.strategies import producer_consumer_split
+
+    return construct_schedule(p, SolveOptions(), dict(producer_consumer_split(p))).schedule
+
+
 def _context(p, units: float = 60.0):
     """A phase context with a deterministic work budget and a wall cap no test machine reaches."""
     from twill.solver.phases import Context
@@ -213,13 +223,12 @@ def test_descent_repairs_a_schedule_moved_to_a_lower_ii():
     """The descent (design.md §3.1): from the heuristic's schedule, the full model at one lower
     II started from that schedule moved there finds a schedule, halving towards the floor."""
     from twill.solver import hints
-    from twill.solver.ims import ims_triton_split
     from twill.solver.phases import Verdict, Window, descent
     from twill.solver.run import Budget
 
     p = problem("fa_fwd", "h100", subtiles=2)
     ctx = _context(p)
-    incumbent = ims_triton_split(p, ctx.options).schedule
+    incumbent = _triton_split_schedule(p)
     ctx.upper = hints.from_schedule(p, incumbent)
     out = descent(ctx, Window(2048, incumbent.ii - 1), Budget(share=0, at_least=20, attempt=2))
     assert out.verdict is Verdict.FOUND and 2048 <= out.found.ii < incumbent.ii
@@ -231,17 +240,16 @@ def test_improvement_lowers_a_schedule_in_hand_from_its_own_ii():
     II], started from the heuristic's schedule completed into a full hint, lowers II from it; what it
     returns is a schedule of the full problem, and the floor it claims is CP-SAT's bound."""
     from twill.solver import hints
-    from twill.solver.ims import ims_triton_split
     from twill.solver.phases import Verdict, Window, improve
     from twill.solver.run import Budget
 
     p = problem("fa_fwd", "h100", subtiles=2)
     ctx = _context(p)
-    incumbent = ims_triton_split(p, ctx.options).schedule
+    incumbent = _triton_split_schedule(p)
     ctx.upper = hints.from_schedule(p, incumbent)
     out = improve(ctx, Window(2048, incumbent.ii - 1), Budget(share=0, at_least=6))
-    assert incumbent.ii == 2465
-    assert out.verdict is Verdict.FOUND and out.found.ii == out.floor == 2048  # CP-SAT proves it in 5.6 units
+    assert incumbent.ii == 6825
+    assert out.verdict is Verdict.FOUND and out.found.ii == out.floor == 2048  # CP-SAT proves it in 2.1 units
     assert ctx.work.spent <= 6.5
 
 
@@ -249,22 +257,21 @@ def test_full_window_keeps_the_schedule_a_hint_slice_found(monkeypatch):
     """A hint slice of ``full_window`` that finds a schedule without proving it ends the hints, and the
     schedule is kept when the plain solve that follows ends without one (here forced: no complete hint,
     no budget). Before session 17 the next slice's hint replaced it and one-tile FA h100 lost its 2439. The
-    body is FA forward with 2 sub-tiles and 64-wide KV blocks, whose first slice finds 2060 and proves nothing
-    (with 128-wide blocks the slice that finds a schedule proves 2048 since fixed search follows the hint
-    again, ``run.HINT_SAFE_FIXED``)."""
+    body is one-tile FA forward on b200, whose first slice finds 2684 below the heuristic's 2718 and proves
+    nothing (FA with 2 sub-tiles on h100 proves its optimum in the slice that finds it)."""
     from twill.solver import hints, phases
     from twill.solver.ims import ims_triton_split
     from twill.solver.phases import Verdict, Window, full_window
     from twill.solver.run import Budget
 
-    p = problem("fa_fwd", "h100", subtiles=2, block_n=64)
+    p = problem("fa_fwd", "b200")
     ctx = _context(p)
     incumbent = ims_triton_split(p, ctx.options).schedule
     ctx.hint = hints.from_schedule(p, incumbent)
     monkeypatch.setattr(phases, "RAW_HINT", Budget(share=0, at_least=0.4))  # a schedule, no proof
     monkeypatch.setattr(hints, "hint_solution", lambda v, solution: v.m.clear_hints())
-    out = full_window(ctx, Window(1024, incumbent.ii), Budget(share=0, at_least=0))
-    assert out.verdict is Verdict.FOUND and out.floor < out.found.ii < incumbent.ii == 2069
+    out = full_window(ctx, Window(1191, incumbent.ii), Budget(share=0, at_least=0))
+    assert out.verdict is Verdict.FOUND and out.floor < out.found.ii < incumbent.ii == 2718
     assert ctx.work.spent < 1.0  # no pressure slice after the schedule
 
 
@@ -273,7 +280,6 @@ def test_sweep_decides_a_narrow_window_ii_by_ii():
     FA window just above the structure floor, and in a window holding the optimum it stops at the
     least II with a schedule, every II below refuted, found from the heuristic's schedule moved there."""
     from twill.solver import hints
-    from twill.solver.ims import ims_triton_split
     from twill.solver.phases import Verdict, Window, sweep
     from twill.solver.run import Budget
 
@@ -283,7 +289,7 @@ def test_sweep_decides_a_narrow_window_ii_by_ii():
     assert out.verdict is Verdict.EMPTY and out.floor == 2161 and ctx.refutations[-1][:2] == (2148, 2160)
     p = problem("fa_fwd", "h100", subtiles=2)
     ctx = _context(p)
-    ctx.upper = hints.from_schedule(p, ims_triton_split(p, ctx.options).schedule)  # 2465: the hint, moved
+    ctx.upper = hints.from_schedule(p, _triton_split_schedule(p))  # 6825: the hint, moved
     out = sweep(ctx, Window(2040, 2060), budget)
     assert out.verdict is Verdict.FOUND and out.found.ii == out.floor == 2048
     assert ctx.refutations[-1][:2] == (2040, 2047)

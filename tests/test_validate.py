@@ -168,6 +168,19 @@ def test_warps() -> None:
     assert "warps" in rules(validate(p, with_group(s, 0, warps=32)))  # 40 warps in one CTA
 
 
+def test_a_wgmma_group_is_no_wider_than_its_accumulator_rows() -> None:
+    """A 64-row wgmma accumulator lives in one warpgroup: the 4-warp group the solver gives it is
+    legal, the same schedule with that group widened to 8 warps is not (it would hold the
+    accumulator at half the registers a thread really needs)."""
+    p, s = solved("gemm", H100, block_m=64)
+    assert p.op("mma").max_warps == 4
+    mma_group = next(o.group for o in s.ops if o.id == "mma")
+    assert validate(p, s) == [] and s.groups[mma_group].warps == 4
+    found = validate(p, with_group(s, mma_group, warps=8))
+    assert rules(found) == {"warps"}
+    assert found[0].ops == ("mma",) and "at most 4 warps" in found[0].message
+
+
 def test_variable_latency_isolation() -> None:
     p, s = solved("gemm", H100)
     merged = replace(s, ops=tuple(replace(o, group=0) for o in s.ops),

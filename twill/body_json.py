@@ -28,8 +28,9 @@ def body_document(body: LoopBody) -> dict[str, Any]:
         d = asdict(o)
         d["uses"] = [asdict(u) for u in o.uses]
         d["issuer"] = o.issuer.value
-        if not o.waits:
-            del d["waits"]  # fields at their default are left out: older files stay byte-identical
+        for name in ("waits", "max_warps"):
+            if not d[name]:
+                del d[name]  # fields at their default are left out: older files stay byte-identical
         return d
 
     def edge(e: Edge) -> dict[str, Any]:

@@ -131,6 +131,7 @@ class Op:
     issue_cycles: int = 1  # cycles an async op holds its group (ignored for sync ops)
     issuer: Issuer = Issuer.WARP
     warps: int = 0  # minimum warps of the issuing group; 0 means issuer.min_warps
+    max_warps: int = 0  # most warps of the issuing group; 0 means no cap (a wgmma's register accumulator)
     regs: int = 0
     smem_bytes: int = 0
     tmem_cols: int = 0
@@ -146,6 +147,9 @@ class Op:
         for name in ("latency", "issue_cycles"):
             _check_count(where, name, getattr(self, name), MAX_CYCLES)
         _check_count(where, "warps", self.warps)
+        _check_count(where, "max_warps", self.max_warps)
+        if self.max_warps and self.max_warps < self.min_warps:
+            raise GraphError(f"{where}: max_warps {self.max_warps} is below the {self.min_warps} warps it needs")
         for name in ("regs", "smem_bytes", "tmem_cols"):
             _check_count(where, name, getattr(self, name), MAX_SIZE)
         if self.handoff_cycles is not None:
@@ -179,6 +183,12 @@ class Op:
     @property
     def min_warps(self) -> int:
         return self.warps or self.issuer.min_warps
+
+    def warp_cap(self, cta: int) -> int:
+        """The most warps the op's issuing group may have in a CTA of ``cta`` warps: a Hopper wgmma
+        keeps its accumulator in the registers of the warpgroups that issue it, 64 rows each, so a
+        wider group would hold warps with no share of it (``max_warps``, set by ``ops.mma``)."""
+        return min(self.max_warps, cta) if self.max_warps else cta
 
     @property
     def busy_cycles(self) -> int:

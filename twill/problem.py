@@ -10,7 +10,7 @@ lists reasons no schedule can exist at any II (memory that can never fit), so th
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 
@@ -116,8 +116,8 @@ class Problem:
                                                                              for op in rings])
             out.append(f"shared-memory rings need at least {need} B with one slot each ({parts}); "
                        f"arch {a.name!r} has {smem} B per CTA")
-        room, shape = self.largest_register_room()
         for op in self.ops:
+            room, shape = self.largest_register_room(op.max_warps)
             if op.regs > room:
                 out.append(f"op {op.name!r}: its result needs {op.regs} registers, more than any warp group can "
                            f"hold ({shape})")
@@ -148,16 +148,28 @@ class Problem:
             return self.body.op(name).latency
         return max(e.latency + read_time(e, self.body.op(e.dst)) for e in outs)
 
-    def largest_register_room(self) -> tuple[int, str]:
-        """The most result registers one warp group can hold, and the group that holds them: a
-        legal size and setmaxnreg budget above the reserved registers, within the register file."""
+    def group_sizes(self, names: Iterable[str], cta: int | None = None) -> list[int]:
+        """The legal sizes of a warp group that issues ``names``, ascending: at least as wide as its
+        widest op needs (``Op.min_warps``), no wider than any op allows (``Op.warp_cap``: a wgmma's
+        accumulator rows) or the CTA (``cta``, default the arch's ``warps_per_cta``)."""
+        cta = self.arch.limit("warps_per_cta") if cta is None else cta
+        ops = [self.op(n) for n in names]
+        need = max((op.min_warps for op in ops), default=1)
+        cap = min((op.warp_cap(cta) for op in ops), default=cta)
+        return [s for s in sorted(self.arch.warp_group_sizes()) if need <= s <= cap]
+
+    def largest_register_room(self, cap: int = 0) -> tuple[int, str]:
+        """The most result registers one warp group (of at most ``cap`` warps, when given) can hold,
+        and the group that holds them: a legal size and setmaxnreg budget above the reserved
+        registers, within the register file."""
         a = self.arch
         reserved = a.limit("regs_reserved_per_thread")
         best, shape = 0, "no legal warp group fits the register file"
         for warps in a.warp_group_sizes():
             for budget in a.register_budgets():
                 room = 32 * warps * (budget - reserved)
-                if warps <= a.limit("warps_per_cta") and 32 * warps * budget <= a.limit("regs_per_sm") and room > best:
+                if warps <= min(cap or warps, a.limit("warps_per_cta")) and 32 * warps * budget <= a.limit(
+                        "regs_per_sm") and room > best:
                     best, shape = room, f"{warps} warps x ({budget} - {reserved} reserved) x 32 lanes = {room}"
         return best, shape
 
@@ -179,12 +191,13 @@ def _resolve_unit(arch: Arch, op: Op, use: Use) -> Use:
 def _resolve_op(arch: Arch, op: Op) -> Op:
     uses = tuple(_resolve_unit(arch, op, u) for u in op.uses)
     warps = arch.limit("warps_per_cta")
+    cap = op.warp_cap(warps)
     reason = ""
     if op.min_warps > warps:
         reason = f"op {op.name!r}: needs {op.min_warps} warps; arch {arch.name!r} allows {warps} per CTA"
-    elif not any(op.min_warps <= s <= warps for s in arch.warp_group_sizes()):
+    elif not any(op.min_warps <= s <= cap for s in arch.warp_group_sizes()):
         reason = (f"op {op.name!r}: needs {op.min_warps} warps; no warp-group size of arch {arch.name!r} "
-                  f"({', '.join(map(str, arch.warp_group_sizes()))}) fits within {warps} warps")
+                  f"({', '.join(map(str, arch.warp_group_sizes()))}) fits within {cap} warps")
     if reason:
         raise InfeasibleError(f"infeasible at every II: {reason}", reason=reason)
     return op if uses == op.uses else replace(op, uses=uses)

@@ -241,8 +241,8 @@ def check_variable_latency(problem: Problem, schedule: Schedule) -> list[Violati
 
 
 def check_warps(problem: Problem, schedule: Schedule) -> list[Violation]:
-    """Each group is a legal warp-group size, as wide as its widest op needs, and all groups fit
-    in one CTA."""
+    """Each group is a legal warp-group size, as wide as its widest op needs, no wider than any of
+    its ops allows (a wgmma's accumulator rows), and all groups fit in one CTA."""
     out: list[Violation] = []
     arch = problem.arch
     sizes = arch.warp_group_sizes()
@@ -251,9 +251,13 @@ def check_warps(problem: Problem, schedule: Schedule) -> list[Violation]:
             out.append(Violation("warps", f"group {g.id} has {g.warps} warps; legal group sizes on {arch.name} are "
                                  f"{_names(map(str, sizes))}", tuple(g.ops)))
         for name in _members(schedule, g.id):
-            need = problem.op(name).min_warps
-            if g.warps < need:
-                out.append(Violation("warps", f"op {name} needs {need} warps but group {g.id} has {g.warps}", (name,)))
+            op = problem.op(name)
+            if g.warps < op.min_warps:
+                out.append(Violation("warps", f"op {name} needs {op.min_warps} warps but group {g.id} has {g.warps}",
+                                     (name,)))
+            if op.max_warps and g.warps > op.max_warps:
+                out.append(Violation("warps", f"op {name} may be issued by at most {op.max_warps} warps (its "
+                                     f"accumulator's rows) but group {g.id} has {g.warps}", (name,)))
     total, cap = _charged_warps(schedule.groups, arch.reg_alloc_warps()), arch.limit("warps_per_cta")
     if total > cap:
         out.append(Violation("warps", f"groups use {total} warps in all; a CTA on {arch.name} holds {cap}"))

@@ -54,7 +54,10 @@ def mma(arch: Arch, name: str, m: int, n: int, k: int, dtype: str, kind: str = "
     The accumulator lives where the arch keeps it (``features.accumulator``): m*n registers
     (Hopper wgmma) or n TMEM columns (Blackwell tcgen05, 128 lanes). Issue slots: one
     instruction per 16-deep K step (32 for fp8) per 64 rows of M, each ``CostModel.mma_issue``
-    cycles.
+    cycles. A register accumulator lives in the issuing warpgroups, 64 rows each, so its group has
+    at most 4 warps per 64 rows (``Op.max_warps``): PTX wgmma is m64 per warpgroup, and the model
+    spreads an op's registers over every warp of its group, which would otherwise let an 8-warp
+    group hold a 64-row accumulator at half the registers per thread.
     """
     c = arch.cost.mma(m, n, k, dtype)
     k_step = 32 if DTYPE_BYTES[dtype] == 1 else 16
@@ -62,7 +65,8 @@ def mma(arch: Arch, name: str, m: int, n: int, k: int, dtype: str, kind: str = "
     issuer = Issuer.WARPGROUP if arch.feature("mma_issuer") == "warpgroup" else Issuer.THREAD
     return Op(name=name, kind=kind, uses=(Use(unit="tc", length=c.busy),), latency=c.latency, is_async=True,
               issue_cycles=arch.cost.mma_issue(max(1, (k // k_step) * max(1, m // 64))), issuer=issuer,
-              regs=0 if in_tmem else m * n, tmem_cols=n * max(1, m // 128) if in_tmem else 0)
+              regs=0 if in_tmem else m * n, tmem_cols=n * max(1, m // 128) if in_tmem else 0,
+              max_warps=0 if in_tmem or issuer is not Issuer.WARPGROUP else 4 * -(-m // 64))
 
 
 def _sync(arch: Arch, name: str, unit: str, busy: int, latency: int, regs: int, kind: str) -> Op:

@@ -44,7 +44,7 @@ from __future__ import annotations
 import bisect
 import random
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from itertools import pairwise
 
@@ -133,7 +133,7 @@ class _Registers:
     register-file words (hence also the fewest warps), honouring legal sizes, the CTA's warps and,
     where setmaxnreg is per warpgroup, one shared budget for the narrow groups packed together."""
 
-    def __init__(self, problem: Problem, options: SolveOptions, needs: Mapping[int, int]) -> None:
+    def __init__(self, problem: Problem, options: SolveOptions, allowed: Mapping[int, Sequence[int]]) -> None:
         arch = problem.arch
         self.sizes = sorted(arch.warp_group_sizes())
         self.budgets = sorted(arch.register_budgets())
@@ -141,7 +141,7 @@ class _Registers:
         self.file = arch.limit("regs_per_sm")
         self.cta = options.max_warps if options.max_warps is not None else arch.limit("warps_per_cta")
         self.per_budget = arch.reg_alloc_warps()
-        self.needs = dict(needs)
+        self.allowed = {g: tuple(sizes) for g, sizes in allowed.items()}  # legal sizes per group (Problem.group_sizes)
         self._memo: dict[tuple[int, ...], tuple[dict[int, int], dict[int, int]] | None] = {}
 
     def least_budget(self, warps: int, words: int) -> int | None:
@@ -152,13 +152,13 @@ class _Registers:
 
     def fit(self, peaks: Mapping[int, int]) -> tuple[dict[int, int], dict[int, int]] | None:
         """(warps, budgets) per group holding ``peaks``, or None when nothing fits."""
-        key = tuple(peaks[g] for g in sorted(self.needs))
+        key = tuple(peaks[g] for g in sorted(self.allowed))
         if key not in self._memo:
-            self._memo[key] = self._fit(dict(zip(sorted(self.needs), key, strict=True)))
+            self._memo[key] = self._fit(dict(zip(sorted(self.allowed), key, strict=True)))
         return self._memo[key]
 
     def _fit(self, peaks: dict[int, int]) -> tuple[dict[int, int], dict[int, int]] | None:
-        options = {g: [(w, b) for w in self.sizes if w >= self.needs[g]
+        options = {g: [(w, b) for w in self.allowed[g]
                        for b in [self.least_budget(w, peaks[g])] if b is not None] for g in peaks}
         if any(not opts for opts in options.values()):
             return None
@@ -254,15 +254,16 @@ def _make_plan(problem: Problem, options: SolveOptions, groups: Mapping[str, int
             pools.setdefault(pool, []).append((op.name, size))
     handoffs = sum(problem.handoff_bytes(e) for e in problem.edges if groups[e.src] != groups[e.dst])
     arch = problem.arch
-    needs: dict[int, int] = {}
+    members: dict[int, list[str]] = {}
     for op in problem.ops:
-        needs[groups[op.name]] = max(needs.get(groups[op.name], 1), op.min_warps)
+        members.setdefault(groups[op.name], []).append(op.name)
+    allowed = {g: problem.group_sizes(names) for g, names in members.items()}
     return _Plan(names=names, deps=tuple(deps), preds={n: tuple(v) for n, v in preds.items()},
                  succs={n: tuple(v) for n, v in succs.items()}, segments=segments, capacity=capacity,
                  values=values, pools={k: tuple(v) for k, v in pools.items()}, groups=dict(groups),
                  tmem_cols=arch.limit("tmem_cols") if "tmem_cols" in arch.limits else 0,
                  smem_room=arch.limit("smem_bytes_per_cta") - problem.body.static_smem - handoffs, handoff_bytes=handoffs,
-                 floor_ii=floor_ii, registers=_Registers(problem, options, needs), topo=_topological(names, deps),
+                 floor_ii=floor_ii, registers=_Registers(problem, options, allowed), topo=_topological(names, deps),
                  latency={op.name: op.latency for op in problem.ops})
 
 
@@ -416,12 +417,12 @@ class _Storage:
         self.size = {(v, pool): size for pool, members in plan.pools.items() for v, size in members}
         shortest = {v: val.shortest_life() for v, val in plan.values.items()}
         self.shortest = shortest
-        self.floors = {g: 0 for g in plan.registers.needs}
+        self.floors = {g: 0 for g in plan.registers.allowed}
         for (kind, g), members in plan.pools.items():
             if kind == "regs":
                 area = sum(size * shortest[v] for v, size in members)
                 self.floors[g] = max([-(-area // ii)] + [size for _, size in members])
-        self.peaks = {g: 0 for g in plan.registers.needs}
+        self.peaks = {g: 0 for g in plan.registers.allowed}
         self.profiles: dict[Pool, _Profile] = {}  # circle pools' loads from the placed spans
         self.smem_used = sum(size * -(-shortest[v] // ii) for v, size in plan.pools.get(("smem", 0), ()))
         self.tmem_area = sum(size * shortest[v] for v, size in plan.pools.get(("tmem", 0), ()))
@@ -1099,7 +1100,13 @@ def _impossible(problem: Problem, options: SolveOptions, plan: _Plan) -> str:
             fixed = [n for n in members if not problem.op(n).variable_latency and problem.hold(n) > 0]
             if variable and fixed:
                 return f"group {g} issues variable-latency ops {', '.join(variable)} and fixed-latency ops {', '.join(fixed)}"
-    largest = {g: 0 for g in plan.registers.needs}
+    for g, sizes in sorted(plan.registers.allowed.items()):
+        if not sizes:
+            ops = [problem.op(n) for n in plan.names if plan.groups[n] == g]
+            wide, capped = max(ops, key=lambda op: op.min_warps), min(ops, key=lambda op: op.warp_cap(1 << 30))
+            return (f"warps: group {g} issues {wide.name} (needs {wide.min_warps} warps) and {capped.name} (at most "
+                    f"{capped.max_warps} warps: its accumulator's rows); no legal group size fits both")
+    largest = {g: 0 for g in plan.registers.allowed}
     for (kind, g), members in plan.pools.items():
         if kind == "regs":
             largest[g] = max(size for _, size in members)
@@ -1152,7 +1159,7 @@ def _one_at_a_time(problem: Problem, plan: _Plan) -> tuple[dict[str, int], int]:
 
 def _group_peaks(problem: Problem, plan: _Plan, starts: Mapping[str, int], ii: int) -> dict[int, int]:
     """Each group's live register words at its busiest cycle, from the finished schedule."""
-    peaks = {g: 0 for g in plan.registers.needs}
+    peaks = {g: 0 for g in plan.registers.allowed}
     for (kind, g), members in plan.pools.items():
         if kind == "regs":
             peaks[g] = _circle_load(((starts[v], problem.lifetime(starts, ii, v), size) for v, size in members), ii)[0]

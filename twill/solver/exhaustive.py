@@ -94,6 +94,7 @@ class _Search:
         self.fixed = dict(options.fixed_groups)
         self.units = sorted({u.unit for op in self.ops for u in op.uses})
         self.width = {w: min(s for s in self.sizes if s >= w) for w in set(self.min_warps) | {1}}
+        self.cap = [op.warp_cap(self.max_warps) for op in self.ops]  # a wgmma's accumulator rows
 
     # -- necessary conditions on lifetimes -------------------------------------------------------
     def max_life(self, i: int, ii: int) -> int | None:
@@ -175,9 +176,13 @@ class _Search:
                 if e.handoff_bytes and src != dst:
                     return False
         need: dict[int, int] = {g: self.min_warps[i]}
+        cap: dict[int, int] = {g: self.cap[i]}
         for j in range(i):
             h = self.group[j]
             need[h] = max(need.get(h, 1), self.min_warps[j])
+            cap[h] = min(cap.get(h, self.max_warps), self.cap[j])
+        if any(self.width[w] > cap[h] for h, w in need.items()):
+            return False
         return sum(self.width[w] for w in need.values()) <= self.max_warps
 
     def _constraints(self, i: int) -> list[tuple[int, int, int]]:
@@ -349,13 +354,13 @@ class _Search:
         choices = []
         for g in groups:
             members = [v for v in range(self.n) if self.group[v] == g]
-            need = max(self.ops[v].min_warps for v in members)
+            legal = self.p.group_sizes([self.ops[v].name for v in members], self.max_warps)
             holders = [(self.offset[v], lives[v], self.ops[v].regs) for v in members if self.ops[v].regs]
             peak = self._circle_peak(holders) if holders else 0
             options = []
-            for w in self.sizes:
+            for w in legal:
                 fit = [r for r in self.budgets if not holders or 32 * w * (r - self.reserved) >= peak]
-                if w >= need and fit:
+                if fit:
                     options.append((w, fit[0]))
             if not options:
                 return None

@@ -309,14 +309,14 @@ def _size_groups(problem: Problem, options: SolveOptions, starts: Mapping[str, i
     """Each group's warps and setmaxnreg budget: the fewest register words that hold its peak
     (a compiler's choice after scheduling); or why no choice fits the CTA."""
     arch = problem.arch
-    sizes, budgets = sorted(arch.warp_group_sizes()), arch.register_budgets()
+    budgets = arch.register_budgets()
     reserved = arch.limit("regs_reserved_per_thread")
     warps, regs = {}, {}
     for g in sorted(set(groups.values())):
         members = [n for n in groups if groups[n] == g]
-        need = max(problem.op(n).min_warps for n in members)
         peak = _peak_registers(problem, starts, ii, members)
-        fits = [(32 * w * b, w, b) for w in sizes if w >= need for b in budgets if 32 * w * (b - reserved) >= peak]
+        fits = [(32 * w * b, w, b) for w in problem.group_sizes(members) for b in budgets
+                if 32 * w * (b - reserved) >= peak]
         if not fits:
             return f"group {g} needs {peak} live register words, more than any legal group holds"
         _, warps[g], regs[g] = min(fits)

@@ -261,7 +261,7 @@ class GroupVars:
 
 def group_variables(m: cp_model.CpModel, problem: Problem, groups: range) -> GroupVars:
     """Groups with their warps and budgets (0 when unused, used in order), and every op in exactly one
-    group at least as wide as it needs, labelled in order of first use: an op opens at most the next
+    group at least as wide as it needs and no wider than its cap (``Op.max_warps``), labelled in order of first use: an op opens at most the next
     unused label (label symmetry breaking, §2.6)."""
     arch = problem.arch
     sizes, budgets = sorted(arch.warp_group_sizes()), sorted(arch.register_budgets())
@@ -287,6 +287,8 @@ def group_variables(m: cp_model.CpModel, problem: Problem, groups: range) -> Gro
             out.member[op.name, g] = x
             m.add_implication(x, out.used[g])
             m.add(out.warps[g] >= op.min_warps).only_enforce_if(x)
+            if op.max_warps:
+                m.add(out.warps[g] <= op.max_warps).only_enforce_if(x)
         grp = out.group_of[op.name] = m.new_int_var(0, len(groups) - 1, f"group[{op.name}]")
         m.add(grp == sum(g * x for g, x in zip(groups, xs, strict=True)))
         # an op opens at most the next unused group label (symmetry breaking, §2.6)
@@ -304,9 +306,11 @@ def group_variables(m: cp_model.CpModel, problem: Problem, groups: range) -> Gro
 def add_warp_groups(v: ScheduleModel) -> None:
     """Every op is issued by exactly one warp group; a group is as wide as its widest op needs.
 
-    Fact: wgmma and the softmax on its accumulator rows need a warpgroup (4 warps); TMA and
-    tcgen05.mma are issued by one thread; a CTA holds at most ``warps_per_cta`` warps (§2.6).
-    Math: sum_g x[v,g] = 1; x[v,g] => warps[g] >= min_warps(v); sum_g warps[g] <= W.
+    Fact: wgmma and the softmax on its accumulator rows need a warpgroup (4 warps); a wgmma's
+    register accumulator lives in the warpgroups that issue it, 64 rows each, so its group has at
+    most 4 warps per 64 rows; TMA and tcgen05.mma are issued by one thread; a CTA holds at most
+    ``warps_per_cta`` warps (§2.6).
+    Math: sum_g x[v,g] = 1; x[v,g] => min_warps(v) <= warps[g] <= max_warps(v); sum_g warps[g] <= W.
     """
     m, arch = v.m, v.p.arch
     budgets = sorted(arch.register_budgets())

@@ -53,7 +53,7 @@ from twill.solver.phases import (
 )
 from twill.solver.run import Budget, Progress, Work, solver
 from twill.solver.sequential import sequential_witness
-from twill.solver.strategies import producer_consumer_split
+from twill.solver.strategies import consumer_components, producer_consumer_split
 from twill.solver.structure import propose_grouping, structure_floor
 from twill.validate import validate
 
@@ -511,7 +511,8 @@ def _heuristics_apply(options: SolveOptions) -> bool:
 def _heuristic_incumbent(problem: Problem, options: SolveOptions, lb: int, work: Work) -> Schedule | None:
     """A validated first schedule without a solver: the better of Rau's iterative modulo scheduling
     (``twill.solver.ims``) and the storage-aware constructive scheduler (``twill.solver.construct``)
-    under Triton's producer/consumer split or, where both find none, the sequential schedule
+    under Triton's producer/consumer split (and, where accumulators cap groups, a consumer per
+    sub-tile: ``_heuristic_groupings``) or, where all find none, the sequential schedule
     (``twill.solver.sequential``); None when none holds.
 
     It bounds the search from above (windows stop below its II) and is the answer when the budget
@@ -533,11 +534,24 @@ def _heuristic_incumbent(problem: Problem, options: SolveOptions, lb: int, work:
     if heuristic is not None:
         work.found_first()  # the answer from here on, whatever the constructive scheduler adds
     if not options.swp_only:
-        heuristic = _built(problem, options, dict(producer_consumer_split(problem)), work, lb, heuristic) or heuristic
+        for groups in _heuristic_groupings(problem):
+            heuristic = _built(problem, options, groups, work, lb, heuristic) or heuristic
     if heuristic is not None:
         return heuristic
     sched = _sequential(problem, options)
     return sched if sched is not None and sched.ii >= lb and _fits(sched, options) else None
+
+
+def _heuristic_groupings(problem: Problem) -> list[dict[str, int]]:
+    """The groupings the constructive scheduler tries for the first schedule: Triton's split and,
+    where some wgmma's accumulator caps its group at its warpgroups (``Op.max_warps``), also a
+    consumer group per independent sub-tile (``consumer_components``): Triton's single consumer
+    must then hold every sub-tile's accumulator in one warpgroup."""
+    split = dict(producer_consumer_split(problem))
+    if not any(op.max_warps for op in problem.ops):
+        return [split]
+    parts = dict(consumer_components(problem))
+    return [split] if parts == split else [split, parts]
 
 
 def _pinned_incumbent(problem: Problem, options: SolveOptions, lb: int, work: Work) -> Schedule | None:

@@ -76,11 +76,10 @@ def sequential_witness(problem: Problem, *, swp_only: bool = False) -> Schedule:
     options = SolveOptions(swp_only=swp_only)
     warps: dict[int, int] = {}
     regs: dict[int, int] = {}
-    sizes, budgets = sorted(arch.warp_group_sizes()), sorted(arch.register_budgets())
+    budgets = sorted(arch.register_budgets())
     for g in sorted(set(groups.values())):
-        need = max(problem.op(n).min_warps for n, h in groups.items() if h == g)
-        widest = g == max(groups.values())
-        warps[g] = sizes[-1] if widest else min(s for s in sizes if s >= need)
+        legal = problem.group_sizes([n for n, h in groups.items() if h == g])
+        warps[g] = legal[-1] if g == max(groups.values()) else legal[0]
     per_budget = arch.reg_alloc_warps()  # setmaxnreg is per warpgroup: narrow groups pack into whole ones
 
     def charged(ws: list[int]) -> int:

@@ -170,6 +170,8 @@ def add_warp_groups(v: Z3Model) -> None:
         for op, member in zip(p.ops, members, strict=True):
             if op.min_warps > 1:
                 s.add(z3.Implies(member, w >= op.min_warps))
+            if op.max_warps:
+                s.add(z3.Implies(member, w <= op.max_warps))
         v.used.append(used)
         v.warps.append(w)
         v.regs.append(r)

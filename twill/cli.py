@@ -119,11 +119,13 @@ def cmd_show(args: argparse.Namespace) -> int:
         uses = ", ".join(f"{u.unit}:{u.length}" + (f"@{u.offset}" if u.offset else "") +
                          (f"x{u.amount}" if u.amount > 1 else "") for u in op.uses) or "-"
         flags = "".join(["A" if op.is_async else "S", "V" if op.variable_latency else "", "T" if op.streaming else ""])
-        rows.append([op.name, op.kind, uses, str(op.latency), str(p.hold(op.name)), op.issuer.value, flags,
+        warps = f"{op.min_warps}-{op.max_warps}" if op.max_warps else f"{op.min_warps}+"
+        rows.append([op.name, op.kind, uses, str(op.latency), str(p.hold(op.name)), op.issuer.value, warps, flags,
                      str(op.regs or ""), str(op.smem_bytes or ""), str(op.tmem_cols or "")])
-    print(_table(rows, ["op", "kind", "unit:cycles", "latency", "hold", "issuer", "flags", "regs", "smem B",
-                        "tmem cols"]))
-    print("flags: A async, S sync, V variable latency, T streaming; hold = cycles the issuing warp group is busy")
+    print(_table(rows, ["op", "kind", "unit:cycles", "latency", "hold", "issuer", "warps", "flags", "regs",
+                        "smem B", "tmem cols"]))
+    print("flags: A async, S sync, V variable latency, T streaming; hold = cycles the issuing warp group is busy;"
+          "\nwarps = sizes of the group that may issue it (a wgmma's accumulator rows cap it: 4 warps per 64 rows)")
     b = compute_bounds(p)
     print("\nunit work per iteration (ResMII per unit):")
     print(_table([[u.unit, str(u.work), str(u.capacity), str(u.ii)] for u in b.units],

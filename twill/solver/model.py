@@ -261,8 +261,8 @@ class GroupVars:
 
 def group_variables(m: cp_model.CpModel, problem: Problem, groups: range) -> GroupVars:
     """Groups with their warps and budgets (0 when unused, used in order), and every op in exactly one
-    group at least as wide as it needs and no wider than its cap (``Op.max_warps``), labelled in order of first use: an op opens at most the next
-    unused label (label symmetry breaking, §2.6)."""
+    group at least as wide as it needs and no wider than its cap (``Op.max_warps``), labelled in order
+    of first use: an op opens at most the next unused label (label symmetry breaking, §2.6)."""
     arch = problem.arch
     sizes, budgets = sorted(arch.warp_group_sizes()), sorted(arch.register_budgets())
     out = GroupVars([], [], [], [], {}, {})

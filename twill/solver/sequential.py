@@ -78,7 +78,10 @@ def sequential_witness(problem: Problem, *, swp_only: bool = False) -> Schedule:
     regs: dict[int, int] = {}
     budgets = sorted(arch.register_budgets())
     for g in sorted(set(groups.values())):
-        legal = problem.group_sizes([n for n, h in groups.items() if h == g])
+        members = [n for n, h in groups.items() if h == g]
+        # no legal size when an op needs more warps than a capped wgmma allows: the widest need, which
+        # the validator then rejects (the caller's answer is "no sequential schedule")
+        legal = problem.group_sizes(members) or [max(problem.op(n).min_warps for n in members)]
         warps[g] = legal[-1] if g == max(groups.values()) else legal[0]
     per_budget = arch.reg_alloc_warps()  # setmaxnreg is per warpgroup: narrow groups pack into whole ones
 

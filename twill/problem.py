@@ -164,12 +164,12 @@ class Problem:
         registers, within the register file."""
         a = self.arch
         reserved = a.limit("regs_reserved_per_thread")
+        widest = min(cap, a.limit("warps_per_cta")) if cap else a.limit("warps_per_cta")
         best, shape = 0, "no legal warp group fits the register file"
         for warps in a.warp_group_sizes():
             for budget in a.register_budgets():
                 room = 32 * warps * (budget - reserved)
-                if warps <= min(cap or warps, a.limit("warps_per_cta")) and 32 * warps * budget <= a.limit(
-                        "regs_per_sm") and room > best:
+                if warps <= widest and 32 * warps * budget <= a.limit("regs_per_sm") and room > best:
                     best, shape = room, f"{warps} warps x ({budget} - {reserved} reserved) x 32 lanes = {room}"
         return best, shape
 

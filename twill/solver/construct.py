@@ -1103,7 +1103,8 @@ def _impossible(problem: Problem, options: SolveOptions, plan: _Plan) -> str:
     for g, sizes in sorted(plan.registers.allowed.items()):
         if not sizes:
             ops = [problem.op(n) for n in plan.names if plan.groups[n] == g]
-            wide, capped = max(ops, key=lambda op: op.min_warps), min(ops, key=lambda op: op.warp_cap(1 << 30))
+            wide = max(ops, key=lambda op: op.min_warps)
+            capped = min((op for op in ops if op.max_warps), key=lambda op: op.max_warps)
             return (f"warps: group {g} issues {wide.name} (needs {wide.min_warps} warps) and {capped.name} (at most "
                     f"{capped.max_warps} warps: its accumulator's rows); no legal group size fits both")
     largest = {g: 0 for g in plan.registers.allowed}

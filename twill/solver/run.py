@@ -55,8 +55,9 @@ PROBING_LEVEL = 1
 # runs of the stored window, and proves the improvement phase's 2048 in 5.58 units (FIXED_SEARCH or HINT_SEARCH
 # in its place: 2393 and not 2048 within 12 units). So a hinted multi-worker solve that runs CP-SAT's own
 # portfolio swaps `fixed` for it; hint-free solves keep CP-SAT's portfolio as it is. It is not `fixed` everywhere:
-# three many-unit suite bodies lost their proofs with it (random-units-16018: 1344 optimal -> 2271); fixed search
-# in `fixed`'s own place in the portfolio regains them and corrupts the heap again (docs/benchmarks_notes.md).
+# four suite cases lost their proofs with it (three many-unit bodies, e.g. random-units-16018: 1344 optimal -> 2271,
+# and fa_bwd with 2 sub-tiles on b200: 2049 >= 2048); fixed search in `fixed`'s own place in the portfolio regains
+# the units bodies' and corrupts the heap again (docs/benchmarks_notes.md).
 HINT_SAFE_FIXED = ('subsolver_params { name: "fixed_search" search_branching: PARTIAL_FIXED_SEARCH } '
                    'extra_subsolvers: "fixed_search" ignore_subsolvers: "fixed"')
 

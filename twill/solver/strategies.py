@@ -8,6 +8,8 @@ independent row sub-tile; ``consumer_components`` is that split, read off the de
 
 from __future__ import annotations
 
+from collections.abc import Callable, Hashable
+
 import networkx as nx
 
 from twill.problem import Problem
@@ -18,11 +20,7 @@ __all__ = ["producer_consumer_split", "consumer_components"]
 def producer_consumer_split(problem: Problem) -> tuple[tuple[str, int], ...]:
     """Triton's warp specialisation: variable-latency loads on a producer group, everything else
     on one consumer group; labels follow the order in which the groups first appear."""
-    role = {op.name: "producer" if op.variable_latency else "consumer" for op in problem.ops}
-    labels: dict[str, int] = {}
-    for op in problem.ops:
-        labels.setdefault(role[op.name], len(labels))
-    return tuple((op.name, labels[role[op.name]]) for op in problem.ops)
+    return _labelled(problem, lambda name: "consumer")
 
 
 def consumer_components(problem: Problem) -> tuple[tuple[str, int], ...]:
@@ -30,14 +28,16 @@ def consumer_components(problem: Problem) -> tuple[tuple[str, int], ...]:
     of the other ops' dependences (a sub-tile's chain shares no value with another sub-tile's, only
     the loads): FlashAttention-3's consumer warpgroups. Labels follow first appearance; a body
     whose consumer ops are all connected gets Triton's split."""
-    consumers = [op.name for op in problem.ops if not op.variable_latency]
     graph = nx.Graph()
-    graph.add_nodes_from(consumers)
+    graph.add_nodes_from(op.name for op in problem.ops if not op.variable_latency)
     graph.add_edges_from((e.src, e.dst) for e in problem.edges if e.src in graph and e.dst in graph)
     component = {name: i for i, names in enumerate(nx.connected_components(graph)) for name in names}
-    labels: dict[object, int] = {}
-    out = []
-    for op in problem.ops:
-        key = "producer" if op.variable_latency else component[op.name]
-        out.append((op.name, labels.setdefault(key, len(labels))))
-    return tuple(out)
+    return _labelled(problem, component.__getitem__)
+
+
+def _labelled(problem: Problem, consumer: Callable[[str], Hashable]) -> tuple[tuple[str, int], ...]:
+    """op -> group: the variable-latency loads share the producer group, every other op goes to the
+    group ``consumer`` names; labels in order of first appearance."""
+    labels: dict[Hashable, int] = {}
+    return tuple((op.name, labels.setdefault(("producer",) if op.variable_latency else consumer(op.name), len(labels)))
+                 for op in problem.ops)

@@ -21,6 +21,7 @@ ROOT = Path(__file__).resolve().parents[1]
 SCHEDULES = ROOT / "bench" / "codegen"
 VARIANTS = ROOT / "bench" / "results" / "h200" / "fa_variants"
 OPT2 = VARIANTS / "fa_opt2.json"
+CAP = VARIANTS / "fa_cap.json"  # FA3's order with a window per wgmma (issue 21's cap: 4-warp consumers), II 2757
 OPT2_ARCH = SCHEDULES / "h200_warpgroup_rates.toml"  # the arch fa_opt2 was solved on (then archs/h200.toml)
 TURN_LINE = re.compile(r'"bar\.(?:sync|arrive) \d+, \d+;|mbarrier\.(?:wait|arrive)\(turn\.index')
 
@@ -173,6 +174,43 @@ def test_emit_runs_the_check(monkeypatch):
     with pytest.raises(CodegenError, match=r"window 0 \(group 1: qk0, pv0\) opens round 0 and passes it 0 time"):
         opt2()
     generate(Schedule.read(SCHEDULES / "fa_opt.json"))
+
+
+# ---- empty turns: a round on the token's path with no wgmma of a window ---------------------------
+def test_fa_cap_takes_the_rounds_its_prologue_and_epilogue_lack():
+    """fa_cap has a window per wgmma: round r is Q·Kᵀ0(r), Q·Kᵀ1(r), P·V0(r - 1), P·V1(r - 1). Round 0 has no
+    P·V and round n no Q·Kᵀ, yet the next window opens on each of their passes: each consumer takes those
+    turns empty, so both groups run every round 0..n at both their positions, in order."""
+    gen = generate(Schedule.read(CAP))
+    assert [(w.group, w.ops, w.rounds) for w in gen.plan.windows] == [
+        (1, ("qk0",), {"qk0": 0}), (2, ("qk1",), {"qk1": 0}), (1, ("pv0",), {"pv0": 1}), (2, ("pv1",), {"pv1": 1})]
+    check_turns(gen.source, gen.plan, list(range(1, 12)))
+    for g in (1, 2):
+        fn = gen.source.split(f"def partition_g{g}(")[1].split("@gluon.jit")[0]
+        prologue = fn.split("# prologue step 0")[1].split("for t in range(")[0]
+        epilogue = fn.split("# epilogue step 0")[1]
+        assert prologue.count("an empty turn") == epilogue.count("an empty turn") == 1
+        assert f"no wgmma of pv{g - 1} this time" in prologue and f"no wgmma of qk{g - 1} this time" in epilogue
+    for n in (1, 2, 5):
+        ev = turn_events(gen.source, gen.plan, n)
+        for g, mine in ((1, (0, 2)), (2, (1, 3))):
+            first = [("pass", 0, -1)] if g == 2 else []  # the last position's group lets round 0 begin
+            assert [(e.kind, e.position, e.round) for e in ev[g]] == first + [
+                x for r in range(n + 1) for p in mine for x in (("wait", p, r), ("pass", (p + 1) % 4, r))]
+    mb = generate(Schedule.read(CAP), turns="mbarrier")
+    check_turns(mb.source, mb.plan, list(range(1, 12)))
+    assert mb.source.count("an empty turn") == 4
+
+
+def test_without_empty_turns_fa_cap_is_refused(monkeypatch):
+    """The emitter before the empty turns (a window took only the rounds it has a wgmma in): P·V0(0) would open
+    on Q·Kᵀ1(0)'s pass, a round early, and the consumers deadlock from two KV blocks on."""
+    import twill.codegen.emit as E
+
+    monkeypatch.setattr(E._Body, "absent", lambda self, op, j, depth: None)
+    with pytest.raises(CodegenError, match=r"trip count 1\): window 2 \(group 1: pv0\) round 1 opens on the pass "
+                                           r"of round 0"):
+        generate(Schedule.read(CAP))
 
 
 # ---- nothing else changes -----------------------------------------------------------------------

@@ -189,18 +189,8 @@ class _Body:
                                      f"{ch.name} filled by group {ch.producer}"
                                      + ("" if ch.cross else " (same group: TMA completion only)")), depth)
         win = plan.window_of(op)
-        order = f"windows {[(w.group, list(w.ops)) for w in plan.windows]} take tensor-core turns in start order"
-        if win is not None and op == win.first:
-            rnd = j.shift(win.rounds[op])
-            for old in list(self.st.open_turns.get(win.position, [])):  # a window holds one round at a time
-                self.pass_turn(win, old, depth, "before the window's next round opens")
-            why = f"wait for group {o.group}'s turn: {order}"
-            if plan.turn_kind == "named":
-                bar, threads = plan.turn_barrier(win.position)
-                self.add(T.named_barrier("sync", bar, threads, f"{why} (round {rnd.expr()}, named barrier)"), depth)
-            else:
-                self.add(T.turn_wait(win.position, rnd, f"{why} (round {rnd.expr()})"), depth)
-            self.st.open_turns.setdefault(win.position, []).append(rnd)
+        if win is not None and (op == win.first or self._opens_partial(win, op, j)):
+            self.open_turn(win, j.shift(win.rounds[op]), depth)
         a = self._operand_a(op, spec, j, depth)
         b = T.ring_view(spec.b, plan.rings[spec.b].copies, None, spec.b_permute, j)
         if spec.acc_from is None:
@@ -218,6 +208,8 @@ class _Body:
                 self.pass_turn(win, rnd, depth)
         if not hold:
             self.after(op, j, depth)
+        if guard and win is not None and op == win.first:
+            self._empty_if_past_end(win, j, depth - 1)
 
     def _closes(self, win, op: str, j: T.Iter) -> bool:
         """Whether ``op`` of iteration ``j`` is the last wgmma of its window's round that the program
@@ -227,6 +219,85 @@ class _Body:
         window's next round opens or the partition ends."""
         later = win.ops[win.ops.index(op) + 1:]
         return all(not j.base and j.off + win.rounds[op] - win.rounds[w] < 0 for w in later)
+
+    # ---- tensor-core turns -----------------------------------------------------------------------
+    def _in_chain(self, win, rnd: T.Iter) -> bool | str:
+        """Whether round ``rnd`` of ``win`` lies on the token's path, which runs from position 0's
+        round 0 to the last window whose first wgmma the program issues (round n - 1 + K at the last
+        position whose first wgmma has the largest shift K). Every window takes each round on that
+        path, with or without a wgmma in it, because the next window opens on its pass; past the path
+        nobody waits. True, False, or a predicate on the trip count (a static round: short trips)."""
+        wins = self.plan.windows
+        k = max(w.rounds[w.first] for w in wins)
+        last = max(w.position for w in wins if w.rounds[w.first] == k)
+        limit = k - 1 if win.position <= last else k - 2  # on the path iff rnd <= n + limit
+        if not rnd.base:
+            if rnd.off < 0:
+                return False
+            return True if rnd.off - limit <= 1 else f"{rnd.off - limit} <= {self.n}"
+        return rnd.off <= limit if rnd.base == self.n else True
+
+    def _opens_partial(self, win, op: str, j: T.Iter) -> bool:
+        """Whether ``op`` (not its window's first) opens its round: in the epilogue, where the window's
+        earlier wgmmas of that round lie past the last iteration (round n - 1 + K of a window that
+        wraps: its first wgmma's iteration n does not exist)."""
+        if j.base != self.n:
+            return False
+        rnd = j.shift(win.rounds[op])
+        earlier = win.ops[:win.ops.index(op)]
+        return (not self.st.is_open(win.position, rnd) and self._in_chain(win, rnd) is True
+                and all(j.off + win.rounds[op] - win.rounds[w] >= 0 for w in earlier))
+
+    def open_turn(self, win, rnd: T.Iter, depth: int, why: str = "") -> None:
+        """Wait for round ``rnd`` of ``win`` (a window holds one round at a time: an older one still
+        open is passed first)."""
+        for old in list(self.st.open_turns.get(win.position, [])):
+            self.pass_turn(win, old, depth, "before the window's next round opens")
+        order = (f"windows {[(w.group, list(w.ops)) for w in self.plan.windows]} take tensor-core turns in start "
+                 "order")
+        why = f"wait for group {win.group}'s turn: {why or order}"
+        if self.plan.turn_kind == "named":
+            bar, threads = self.plan.turn_barrier(win.position)
+            self.add(T.named_barrier("sync", bar, threads, f"{why} (round {rnd.expr()}, named barrier)"), depth)
+        else:
+            self.add(T.turn_wait(win.position, rnd, f"{why} (round {rnd.expr()})"), depth)
+        self.st.open_turns.setdefault(win.position, []).append(rnd)
+
+    def empty_turn(self, win, rnd: T.Iter, depth: int, pred: str | None = None) -> None:
+        """Take and pass round ``rnd`` of ``win`` with no wgmma in it: a round on the token's path that
+        the prologue or epilogue has no iteration for (FA3's order with one window per wgmma: P·V(-1)
+        in round 0, Q·Kᵀ(n) in round n)."""
+        if pred:
+            self.add(f"if {pred}:  # an empty turn that lies on the token's path", depth)
+            depth += 1
+        self.open_turn(win, rnd, depth, f"no wgmma of {', '.join(win.ops)} this time; the next window opens on "
+                                         "its pass")
+        self.pass_turn(win, rnd, depth, "an empty turn")
+
+    def absent(self, op: str, j: T.Iter, depth: int) -> None:
+        """``op`` of iteration ``j`` does not exist (before the first or past the last iteration): if it
+        opens a window whose round lies on the token's path and has no wgmma at all, take the round
+        empty. A round whose later wgmmas exist is opened by the first of them (``_opens_partial``)."""
+        win = self.plan.window_of(op) if self.plan.kind(op) == "wgmma" else None
+        if win is None or op != win.first:
+            return
+        rnd = j.shift(win.rounds[op])
+        chain = self._in_chain(win, rnd)
+        later = [j.off - (win.rounds[w] - win.rounds[op]) for w in win.ops[1:]]
+        if chain is False or (j.base == self.n and any(x < 0 for x in later)):
+            return
+        self.empty_turn(win, rnd, depth, chain if isinstance(chain, str) else None)
+
+    def _empty_if_past_end(self, win, j: T.Iter, depth: int) -> None:
+        """After a peeled step's guarded wgmma (a static iteration that short trip counts lack): the
+        round it would open, taken empty when the iteration does not exist and the round is on the path."""
+        rnd = j.shift(win.rounds[win.first])
+        chain = self._in_chain(win, rnd)
+        later = [j.off - (win.rounds[w] - win.rounds[win.first]) for w in win.ops[1:]]
+        if chain is False or any(x == 0 for x in later):
+            return  # off the path, or a later wgmma of the round (iteration 0) always exists
+        preds = [f"{j.off} >= {self.n}"] + [f"{x} >= {self.n}" for x in later if x >= 1]
+        self.empty_turn(win, rnd, depth, " and ".join(preds + ([chain] if isinstance(chain, str) else [])))
 
     def pass_turn(self, win, rnd: T.Iter, depth: int, when: str = "") -> None:
         """Pass round ``rnd`` of ``win`` on to the next position (exactly once per round opened)."""
@@ -306,13 +377,18 @@ class _Body:
             self.compute(op, j, depth)
             self.after(op, j, depth)
 
-    def step(self, items: list[tuple[str, T.Iter]], depth: int) -> None:
-        """One loop step (or peeled step): ``items`` in the partition's order. The retires that a
-        window's last wgmma triggers wait until the register ops deferred behind it (rule 12) that
-        this step also runs are emitted."""
+    def step(self, items: list[tuple[str, T.Iter]], depth: int, missing: list[tuple[str, T.Iter]] = ()) -> None:
+        """One loop step (or peeled step): ``items`` in the partition's order; ``missing``: the ops of
+        iterations the step lacks (a peeled step), whose tensor-core rounds may still need taking. The
+        retires that a window's last wgmma triggers wait until the register ops deferred behind it
+        (rule 12) that this step also runs are emitted."""
         here = {op for op, _ in items}
         held: dict[str, tuple[T.Iter, set[str]]] = {}
-        for op, j in items:
+        lacking = dict(missing)
+        for op, j in sorted([*items, *missing], key=lambda x: self.part.ops.index(x[0])):
+            if op in lacking:
+                self.absent(op, j, depth)
+                continue
             followers = {x for x, v in self.plan.deferred.items() if v == op and x in here}
             self.op(op, j, depth, hold=bool(followers))
             if followers:
@@ -380,7 +456,8 @@ def _emit_partition(plan: Plan, part: Partition, depth: dict[str, int], check: b
         b.add(f"{plan.var(op)} = {init}")
     for p in range(S):
         b.add(f"# prologue step {p}: ops with stage offset <= {p} (stage peeling, depth {S})")
-        b.step([(op, T.Iter("", p - part.stage[op], 0)) for op in part.ops if part.stage[op] <= p], 1)
+        b.step([(op, T.Iter("", p - part.stage[op], 0)) for op in part.ops if part.stage[op] <= p], 1,
+               [(op, T.Iter("", p - part.stage[op], 0)) for op in part.ops if part.stage[op] > p])
     entry = b.st.rebase(lambda j: T.Iter("t", j.off - S, S) if not j.base else j)
     steady = _steady_state(b, entry)
     for var in sorted(steady.tokens - entry.tokens):
@@ -410,7 +487,8 @@ def _emit_partition(plan: Plan, part: Partition, depth: dict[str, int], check: b
         if need:
             b.add(f"if {b.n} + {e} >= {S}:  # short trip counts: the prologue already ran these steps")
             depth_ = 2
-        b.step([(op, T.Iter(b.n, e - part.stage[op], 1)) for op in part.ops if part.stage[op] > e], depth_)
+        b.step([(op, T.Iter(b.n, e - part.stage[op], 1)) for op in part.ops if part.stage[op] > e], depth_,
+               [(op, T.Iter(b.n, e - part.stage[op], 1)) for op in part.ops if part.stage[op] <= e])
     for pos in sorted(b.st.open_turns):  # rounds whose later wgmmas lie past the last iteration
         for rnd in list(b.st.open_turns[pos]):
             b.pass_turn(plan.windows[pos], rnd, 1)

@@ -130,11 +130,10 @@ def derive(results: Mapping[str, dict], reference: Mapping[str, dict] | None = N
 
     ``warpgroup_rates``: also the five rates of one warpgroup's softmax steps beside another
     warpgroup's wgmmas (``fa_consumer.json``), which the cost model charges in place of the per-SM
-    pipe rates wherever an arch has them. Off by default: with them alone the model's FlashAttention
-    optimum on the H200 moves to an order whose kernel measured 34% slower than predicted (the
-    costs that order pays are not modelled yet; docs/benchmarks.md, "The FlashAttention consumer's
-    register work"), so ``archs/h200.toml`` does not carry them and
-    ``bench/codegen/h200_warpgroup_rates.toml`` does.
+    pipe rates wherever an arch has them. Off by default: with them the model ranks FA3's order (its
+    kernel under the wgmma warp cap measured 1.16x its II) ahead of fa_opt's structure, which the H200
+    runs faster (docs/benchmarks.md, "The FlashAttention consumer's register work"), so
+    ``archs/h200.toml`` does not carry them and ``bench/codegen/h200_warpgroup_rates.toml`` does.
 
     Raises
     ------

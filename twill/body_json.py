@@ -28,7 +28,7 @@ def body_document(body: LoopBody) -> dict[str, Any]:
         d = asdict(o)
         d["uses"] = [asdict(u) for u in o.uses]
         d["issuer"] = o.issuer.value
-        for name in ("waits", "max_warps"):
+        for name in ("waits", "max_warps", "sync_hold"):
             if not d[name]:
                 del d[name]  # fields at their default are left out: older files stay byte-identical
         return d

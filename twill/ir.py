@@ -118,7 +118,9 @@ class Op:
 
     ``latency`` is the time from issue until the result can be read. ``hold`` is how long the op
     keeps its issuing warp group busy: a synchronous op (FP32 work, exp) issues instructions for
-    its whole busy span, an asynchronous op (TMA, wgmma, tcgen05.mma) only for its issue slots.
+    its whole busy span, or for ``sync_hold`` cycles where its group issues slower than its units
+    serve (one warpgroup's register work: the SM's pipes stay free for another group's share), an
+    asynchronous op (TMA, wgmma, tcgen05.mma) only for its issue slots.
     Footprints (``regs`` in 32-bit words over the whole tile, ``smem_bytes``, ``tmem_cols``) are
     held while the result is live.
     """
@@ -129,6 +131,7 @@ class Op:
     latency: int = 0
     is_async: bool = False
     issue_cycles: int = 1  # cycles an async op holds its group (ignored for sync ops)
+    sync_hold: int = 0  # cycles a sync op holds its group when its group issues slower than its units serve (0: busy)
     issuer: Issuer = Issuer.WARP
     warps: int = 0  # minimum warps of the issuing group; 0 means issuer.min_warps
     max_warps: int = 0  # most warps of the issuing group; 0 means no cap (a wgmma's register accumulator)
@@ -144,8 +147,14 @@ class Op:
     def __post_init__(self) -> None:
         _check_name("op", self.name)
         where = f"op {self.name!r}"
-        for name in ("latency", "issue_cycles"):
+        for name in ("latency", "issue_cycles", "sync_hold"):
             _check_count(where, name, getattr(self, name), MAX_CYCLES)
+        if self.sync_hold and self.is_async:
+            raise GraphError(f"{where}: sync_hold is the issue span of a synchronous op; an asynchronous op's is "
+                             "issue_cycles")
+        if self.sync_hold > self.latency:
+            raise GraphError(f"{where}: it holds its group for {self.sync_hold} cycles but its latency is "
+                             f"{self.latency}; a result cannot be ready before its last instruction issues")
         _check_count(where, "warps", self.warps)
         _check_count(where, "max_warps", self.max_warps)
         if self.max_warps and self.max_warps < self.min_warps:
@@ -202,7 +211,7 @@ class Op:
             return 0  # a pure bookkeeping op emits no instructions
         if self.waits:  # tcgen05.wait::ld stalls the warps until the data has landed, not only the port time
             return max(self.latency, 1)
-        return self.issue_cycles if self.is_async else max(self.busy_cycles, 1)
+        return self.issue_cycles if self.is_async else max(self.busy_cycles, self.sync_hold, 1)
 
     def units(self) -> tuple[str, ...]:
         return tuple(sorted({u.unit for u in self.uses}))

@@ -49,10 +49,13 @@ class Unit:
 
 @dataclass(frozen=True, slots=True)
 class Cost:
-    """What a tile-level op costs: ``busy`` cycles on its unit and result ``latency`` after issue."""
+    """What a tile-level op costs: ``busy`` cycles on its unit, result ``latency`` after issue, and
+    ``hold`` cycles of its issuing group where that group issues slower than the unit serves (0: the
+    busy span)."""
 
     busy: int
     latency: int
+    hold: int = 0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -206,38 +209,47 @@ class CostModel:
         group = self.arch.rates.get(f"{key}_warpgroup")
         return min(rate, float(group.value)) if group is not None else rate
 
+    def _register_work(self, n: int, key: str, latency: str, group_rate: float | None = None) -> Cost:
+        """``n`` results of register work: the unit is busy at the pipe's per-SM rate (``key``), the issuing
+        group for as long as it takes at its own rate (``group_rate``, else ``issue_rate(key)``), and the
+        result is ready that long plus the pipe's latency.
+
+        The two differ where the arch measured one warpgroup's rate: that warpgroup is limited by its own
+        issue and dependences, not by the pipe, and another warpgroup's work shares the pipe meanwhile
+        (fa_consumer.cu: two warpgroups on the exp2 step at once take 1140 cycles each, where one beside
+        the tensor cores takes 918 and the pipe alone serves a tile in 512)."""
+        busy = _cycles(n / self.arch.rate(key))
+        hold = _cycles(n / (group_rate if group_rate is not None else self.issue_rate(key)))
+        return Cost(busy, hold + self.arch.latency(latency), hold if hold > busy else 0)
+
     def exp(self, n: int) -> Cost:
         """``n`` exponentials (ex2) on the MUFU."""
-        busy = _cycles(n / self.issue_rate("mufu_ops_per_clk"))
-        return Cost(busy, busy + self.arch.latency("mufu"))
+        return self._register_work(n, "mufu_ops_per_clk", "mufu")
 
     def fp32(self, n: int) -> Cost:
         """``n`` FP32 FMA/FADD/FMUL results on the FP32 pipes."""
-        busy = _cycles(n / self.issue_rate("fp32_ops_per_clk"))
-        return Cost(busy, busy + self.arch.latency("fp32"))
+        return self._register_work(n, "fp32_ops_per_clk", "fp32")
 
     def alu(self, n: int) -> Cost:
         """``n`` min/max/compare results on the integer/ALU pipe (row max)."""
-        busy = _cycles(n / self.issue_rate("alu_ops_per_clk"))
-        return Cost(busy, busy + self.arch.latency("fp32"))
+        return self._register_work(n, "alu_ops_per_clk", "fp32")
 
     def convert(self, n: int) -> Cost:
         """``n`` FP32->FP16/BF16 pack instructions (two elements each)."""
-        busy = _cycles(n / self.issue_rate("convert_ops_per_clk"))
-        return Cost(busy, busy + self.arch.latency("fp32"))
+        return self._register_work(n, "convert_ops_per_clk", "fp32")
 
     def reduce(self, n: int, unit: str) -> Cost:
         """A row reduction of ``n`` elements on ``unit`` (``alu``: max, ``fp32``: sum): per thread a
         dependent chain per row, then shuffle stages across the threads that share a row.
 
-        Charged at ``rates.{unit}_reduce_ops_per_clk_warpgroup`` where the arch measured one (the
-        chains are latency-bound in one warp per sub-partition), else at the unit's elementwise rate.
+        The issuing group runs at ``rates.{unit}_reduce_ops_per_clk_warpgroup`` where the arch measured
+        one (the chains are latency-bound in one warp per sub-partition), else at the unit's elementwise
+        rate; the unit is busy at its elementwise rate either way.
         """
         key = _UNIT_RATES[unit]
         rate = self.arch.rate(key)
         chain = self.arch.rates.get(f"{unit}_reduce_ops_per_clk_warpgroup")
-        busy = _cycles(n / (min(rate, float(chain.value)) if chain is not None else rate))
-        return Cost(busy, busy + self.arch.latency("fp32"))
+        return self._register_work(n, key, "fp32", min(rate, float(chain.value)) if chain is not None else rate)
 
     def tma(self, nbytes: int, sharing: str = "all") -> Cost:
         """A TMA tile copy global->shared of ``nbytes``: busy at the per-SM L2->SMEM rate of the way

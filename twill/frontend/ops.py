@@ -7,7 +7,7 @@ tables, latencies and footprints come from the arch, so one program runs on ever
 
 from __future__ import annotations
 
-from twill.arch.model import Arch
+from twill.arch.model import Arch, Cost
 from twill.ir import Issuer, Op, Use
 
 __all__ = ["DTYPE_BYTES", "tma_load", "tma_store", "global_load", "mma", "exp", "fp32", "alu", "convert", "row_reduce",
@@ -69,38 +69,42 @@ def mma(arch: Arch, name: str, m: int, n: int, k: int, dtype: str, kind: str = "
               max_warps=0 if in_tmem or issuer is not Issuer.WARPGROUP else 4 * -(-m // 64))
 
 
-def _sync(arch: Arch, name: str, unit: str, busy: int, latency: int, regs: int, kind: str) -> Op:
-    return Op(name=name, kind=kind, uses=(Use(unit=unit, length=busy),), latency=latency,
-              issuer=Issuer.WARPGROUP, regs=regs)
+def _hold(*costs: Cost) -> int:
+    """The issue span of register work that streams through several units at once: the longest of its
+    parts' group holds, where one exceeds every part's unit time (0: the units' busy span)."""
+    hold = max(c.hold or c.busy for c in costs)
+    return hold if hold > max(c.busy for c in costs) else 0
+
+
+def _sync(name: str, unit: str, c: Cost, regs: int, kind: str) -> Op:
+    """Register work of one warpgroup: ``c.busy`` cycles on ``unit``, the group held ``c.hold`` where it
+    issues slower than the unit serves."""
+    return Op(name=name, kind=kind, uses=(Use(unit=unit, length=c.busy),), latency=c.latency,
+              issuer=Issuer.WARPGROUP, regs=regs, sync_hold=c.hold)
 
 
 def exp(arch: Arch, name: str, n: int, regs: int, kind: str = "exp") -> Op:
-    c = arch.cost.exp(n)
-    return _sync(arch, name, "mufu", c.busy, c.latency, regs, kind)
+    return _sync(name, "mufu", arch.cost.exp(n), regs, kind)
 
 
 def fp32(arch: Arch, name: str, n: int, regs: int, kind: str = "fp32") -> Op:
-    c = arch.cost.fp32(n)
-    return _sync(arch, name, "fp32", c.busy, c.latency, regs, kind)
+    return _sync(name, "fp32", arch.cost.fp32(n), regs, kind)
 
 
 def alu(arch: Arch, name: str, n: int, regs: int, kind: str = "reduce") -> Op:
-    c = arch.cost.alu(n)
-    return _sync(arch, name, "alu", c.busy, c.latency, regs, kind)
+    return _sync(name, "alu", arch.cost.alu(n), regs, kind)
 
 
 def row_reduce(arch: Arch, name: str, n: int, regs: int, unit: str, kind: str = "reduce") -> Op:
     """A row reduction of ``n`` elements on ``unit`` (``alu``: row max, ``fp32``: row sum): dependent
     chains in each thread, then shuffles across the threads of a row, so it runs at the arch's reduction
     rate where one is measured (``CostModel.reduce``), not at the pipe's elementwise rate."""
-    c = arch.cost.reduce(n, unit)
-    return _sync(arch, name, unit, c.busy, c.latency, regs, kind)
+    return _sync(name, unit, arch.cost.reduce(n, unit), regs, kind)
 
 
 def convert(arch: Arch, name: str, elements: int, regs: int, kind: str = "convert") -> Op:
     """FP32 -> FP16/BF16 packing: one instruction converts two elements."""
-    c = arch.cost.convert(max(1, elements // 2))
-    return _sync(arch, name, "alu", c.busy, c.latency, regs, kind)
+    return _sync(name, "alu", arch.cost.convert(max(1, elements // 2)), regs, kind)
 
 
 def softmax_exp(arch: Arch, name: str, n: int, regs: int, kind: str = "exp") -> Op:
@@ -108,7 +112,7 @@ def softmax_exp(arch: Arch, name: str, n: int, regs: int, kind: str = "exp") -> 
     holds the FP32 pipes and the MUFU at once (a reservation table on two units)."""
     e, f = arch.cost.exp(n), arch.cost.fp32(n)
     return Op(name=name, kind=kind, uses=(Use(unit="mufu", length=e.busy), Use(unit="fp32", length=f.busy)),
-              latency=max(e.latency, f.latency), issuer=Issuer.WARPGROUP, regs=regs)
+              latency=max(e.latency, f.latency), issuer=Issuer.WARPGROUP, regs=regs, sync_hold=_hold(e, f))
 
 
 def tmem_load(arch: Arch, name: str, nbytes: int, regs: int, kind: str = "tmem_load", wait: bool = False) -> Op:
@@ -142,7 +146,8 @@ def softmax_exp_convert(arch: Arch, name: str, n: int, emu: float, emu_fp32: int
     uses = [Use(unit="mufu", length=e.busy), Use(unit="fp32", length=f.busy),
             Use(unit="alu", length=cvt.busy + (alu.busy if alu else 0))]
     latency = max(e.latency, f.latency, cvt.latency + (alu.busy if alu else 0))
-    return Op(name=name, kind=kind, uses=tuple(uses), latency=latency, issuer=Issuer.WARPGROUP, regs=n // 2)
+    return Op(name=name, kind=kind, uses=tuple(uses), latency=latency, issuer=Issuer.WARPGROUP, regs=n // 2,
+              sync_hold=_hold(e, f, cvt))
 
 
 def scale_store(arch: Arch, name: str, words: int, kind: str = "correction") -> Op:

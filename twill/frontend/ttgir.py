@@ -412,22 +412,26 @@ def _elementwise_op(node: _Node, scope: _Scope, arch: Arch, fp_fusion: bool) -> 
     cost = arch.cost
     uses: list[Use] = []
     latencies: list[int] = []
+    holds: list[int] = []  # the issuing group's span per unit (ops.softmax_exp: the longest one holds it)
     for unit, count, fn in (("fp32", fp32, cost.fp32), ("mufu", mufu, cost.exp)):
         if count:
             c = fn(count * elements)
             uses.append(Use(unit=unit, length=c.busy))
             latencies.append(c.latency)
+            holds.append(c.hold or c.busy)
     if alu or convert:  # min/max and F2FP conversions share the ALU pipe: their busy times add up
         parts = [cost.alu(alu * elements)] if alu else []
         if convert:  # one F2FP packs two elements (ops.convert)
             parts.append(cost.convert(max(1, convert * elements // 2)))
-        busy = sum(p.busy for p in parts)
+        busy, hold = sum(p.busy for p in parts), sum(p.hold or p.busy for p in parts)
         uses.append(Use(unit="alu", length=busy))
-        latencies.append(busy + max(p.latency - p.busy for p in parts))
+        latencies.append(hold + max(p.latency - (p.hold or p.busy) for p in parts))
+        holds.append(hold)
     kind = "convert" if node.name.startswith("cvt") else "elementwise"
+    span = max(u.end for u in uses)
     return Op(name=node.name, kind=kind, uses=tuple(uses), latency=max(latencies),
               issuer=Issuer.WARPGROUP,  # register tiles of the CTA's rows are spread over warpgroups (as ops._sync)
-              regs=_regs(scope.type(node.head.results[0])))
+              regs=_regs(scope.type(node.head.results[0])), sync_hold=max(holds) if max(holds) > span else 0)
 
 
 def _reduce_op(node: _Node, scope: _Scope, arch: Arch) -> Op:

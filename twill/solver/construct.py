@@ -765,32 +765,6 @@ def _chain_order(plan: _Plan, ii: int) -> list[str]:
 
 
 # -- placement ----------------------------------------------------------------------------------
-class _CachedMrt(ModuloTable):
-    """``ims.ModuloTable`` with each resource's load profile kept until a placement on it changes: a
-    storage-aware attempt asks for the same profiles many times between two placements."""
-
-    def __init__(self, ii: int, capacity: Mapping[str, int]) -> None:
-        super().__init__(ii, capacity)
-        self._cache: dict[str, tuple[int, list[tuple[int, int, int]]]] = {}
-
-    def _profile(self, resource: str) -> tuple[int, list[tuple[int, int, int]]]:
-        if resource not in self._cache:
-            self._cache[resource] = super()._profile(resource)
-        return self._cache[resource]
-
-    def place(self, name: str, t: int, segments: Iterable[Segment]) -> None:
-        segments = tuple(segments)
-        super().place(name, t, segments)
-        for seg in segments:
-            self._cache.pop(seg.resource, None)
-
-    def remove(self, name: str) -> None:
-        for resource, items in self.placed.items():
-            if any(item[0] == name for item in items):
-                self._cache.pop(resource, None)
-        super().remove(name)
-
-
 def _free_runs(arcs: list[tuple[int, int]], lo: int, hi: int, ii: int) -> list[tuple[int, int]] | None:
     """Maximal runs [a, b] of cycles in [lo, hi] (at most II cycles) whose residue no forbidden
     arc (residue, length) covers; None when an arc covers the whole circle."""
@@ -835,7 +809,7 @@ class _Placer:
         order = strategy.order(plan, ii)
         self.after, self.before = paths
         self.rank = {n: i for i, n in enumerate(order)}
-        self.mrt = _CachedMrt(ii, plan.capacity)
+        self.mrt = ModuloTable(ii, plan.capacity)
         self.starts: dict[str, int] = {}
         self.store = _Storage(plan, ii, self.starts)
         self.previous: dict[str, int] = {}

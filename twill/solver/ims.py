@@ -115,8 +115,18 @@ class ModuloTable:
         self.ii = ii
         self.capacity = capacity
         self.placed: dict[str, list[tuple[str, int, int, int]]] = {}
+        # per resource, until a placement or removal changes it: the profile and its peak load
+        self._profiles: dict[str, tuple[int, list[tuple[int, int, int]], int]] = {}
 
-    def _profile(self, resource: str) -> tuple[int, list[tuple[int, int, int]]]:
+    def _cached(self, resource: str) -> tuple[int, list[tuple[int, int, int]], int]:
+        """The profile and its peak piece load, kept until the resource changes: a storage-aware attempt
+        asks for the same profiles many times between two placements."""
+        if resource not in self._profiles:
+            base, pieces = self._build_profile(resource)
+            self._profiles[resource] = (base, pieces, max(load for _, _, load in pieces))
+        return self._profiles[resource]
+
+    def _build_profile(self, resource: str) -> tuple[int, list[tuple[int, int, int]]]:
         """(constant load from full turns, [(lo, hi, load)] pieces of the rest on [0, II))."""
         ii, base, events = self.ii, 0, {}
         for _, begin, length, amount in self.placed.get(resource, ()):
@@ -142,9 +152,9 @@ class ModuloTable:
         """Issue cycles (as arcs (residue, length) of II) at which ``seg`` would overload its
         resource; None when every cycle would."""
         ii, cap = self.ii, self.capacity[seg.resource]
-        base, pieces = self._profile(seg.resource)
+        base, pieces, peak = self._cached(seg.resource)
         turns, rest = divmod(seg.length, ii)
-        if base + max(load for _, _, load in pieces) + seg.amount * turns > cap:
+        if base + peak + seg.amount * turns > cap:
             return None
         if not rest:
             return []
@@ -167,10 +177,14 @@ class ModuloTable:
     def place(self, name: str, t: int, segments: Iterable[Segment]) -> None:
         for seg in segments:
             self.placed.setdefault(seg.resource, []).append((name, t + seg.offset, seg.length, seg.amount))
+            self._profiles.pop(seg.resource, None)
 
     def remove(self, name: str) -> None:
         for resource, items in self.placed.items():
-            self.placed[resource] = [item for item in items if item[0] != name]
+            kept = [item for item in items if item[0] != name]
+            if len(kept) != len(items):
+                self.placed[resource] = kept
+                self._profiles.pop(resource, None)
 
 
 def _first_free(arcs: list[tuple[int, int]], earliest: int, ii: int) -> int | None:

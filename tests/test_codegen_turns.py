@@ -249,3 +249,25 @@ def test_fa_opt2_compiles_for_sm90a():
     assert "C7511" not in c.ptxas_log and "C7515" not in c.ptxas_log
     ours = sorted(set(re.findall(r"bar\.(sync|arrive) (1[45]), 256;", c.ptx)))
     assert ours == [("arrive", "14"), ("arrive", "15"), ("sync", "14"), ("sync", "15")]
+
+
+def test_a_guarded_wgmma_takes_its_round_empty_only_where_the_round_is_on_the_path():
+    """A peeled step's wgmma of a static iteration j >= 1 runs under ``if j < n``; when short trip counts lack
+    it, its round is taken empty only if it lies on the token's path. In fa_cap the path ends at round n (the
+    P·V of iteration n - 1), so Q·Kᵀ0(2)'s round 2 is taken empty exactly when n == 2: a predicate on the trip
+    count, which the protocol check evaluates at every trip count it runs."""
+    import twill.codegen.emit as E
+    from twill.codegen import templates as T
+
+    gen = generate(Schedule.read(CAP))
+    plan = gen.plan
+    part = next(p for p in plan.partitions if p.group == 1)
+    win = plan.window_of("qk0")
+    b = E._Body(plan, part, {})
+    assert b._in_chain(win, T.Iter("", 1, 0)) is True  # round 1 <= n for every n >= 1
+    assert b._in_chain(win, T.Iter("", 2, 0)) == "2 <= n_iter"
+    assert b._in_chain(win, T.Iter("", -1, 0)) is False
+    assert b._in_chain(win, T.Iter("n_iter", 0, 1)) is True and b._in_chain(win, T.Iter("n_iter", 1, 1)) is False
+    b._empty_if_past_end(win, T.Iter("", 2, 0), 1)
+    assert b.lines[0].strip().startswith("if 2 >= n_iter and 2 <= n_iter:")
+    assert [ln.strip().split("(")[0] for ln in b.lines[1:]] == ["gl.inline_asm_elementwise"] * 2

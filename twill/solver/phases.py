@@ -436,6 +436,11 @@ SWEEP_WIDTH = 64  # the widest window swept: wider ones cost more IIs than the b
 SWEEP_WINDOW_LP = (1, 2)
 SWEEP_II_LP = (2, 1)
 BISECT_LP = (1, 2)  # the bisection's probes are as often schedules as refutations: level 1 finds far faster
+# The probe one below a schedule: a schedule there gains one cycle, a refutation proves the schedule optimal. So it
+# starts cold at level 2, where refutations come cheapest, then alternates with the hinted level-1 restart, on
+# BISECT_CLOSE_II's budget (random-regs-16008's 726 under its 727: refuted cold at level 2 in 2.6-4.3 units over three
+# seeds, undecided in the two 3-unit restarts, hinted level 1 then cold level 2 with seed 1, of a BISECT_II probe).
+BISECT_LAST_LP = (2, 1)
 
 
 def bisection(ctx: Context, w: Window, budget: Budget) -> Outcome:
@@ -507,7 +512,11 @@ def _bisect(ctx: Context, w: Window, until: float) -> Outcome:
     failed, top, found, close = max(w.lo, ctx.refuted_below) - 1, w.hi + 1, None, True
     probe, budget = w.hi, BISECT_II
     while failed + 1 < top and ctx.work.spent < until and ctx.work.left() > 0:
-        status, at = _one_worker(ctx, probe, probe, budget, BISECT_LP, until, cold_after=1)
+        if ctx.upper is not None and probe == ctx.upper.ii - 1:  # a refutation here is the optimality proof
+            status, at = _one_worker(ctx, probe, probe, BISECT_CLOSE_II, BISECT_LAST_LP, until,
+                                     hinted=lambda seed: seed % 2 == 1)
+        else:
+            status, at = _one_worker(ctx, probe, probe, budget, BISECT_LP, until, hinted=lambda seed: seed == 0)
         if status == cp_model.INFEASIBLE:
             failed = probe
             ctx.refuted(w.lo, probe, f"CP-SAT on one worker at II {probe} (the joint model), and monotonicity")
@@ -526,20 +535,23 @@ def _bisect(ctx: Context, w: Window, until: float) -> Outcome:
 
 
 def _one_worker(ctx: Context, lo: int, hi: int, budget: Budget, lp: tuple[int, ...],
-                until: float, cold_after: int | None = None) -> tuple[int, Found | None]:
+                until: float, hinted: Callable[[int], bool] = lambda seed: True) -> tuple[int, Found | None]:
     """The joint model over [lo, hi], any schedule, on one worker in restarts (its work is
-    heavy-tailed in the seed) at the LP levels ``lp`` in turn, from the best schedule known moved
-    to lo: (status, the schedule found or None). From restart ``cold_after`` on, without that start:
-    a moved schedule speeds finding but can cost a refutation dearly (tmem-16004's II 547: undecided
-    after 6 units hinted, refuted in under 1 cold; docs/benchmarks_notes.md, sessions 11 and 16)."""
+    heavy-tailed in the seed) at the LP levels ``lp`` in turn: (status, the schedule found or None).
+    A restart whose seed ``hinted`` accepts starts from the best schedule known moved to lo, the others
+    cold: a moved schedule speeds finding but can cost a refutation dearly (tmem-16004's II 547:
+    undecided after 6 units hinted, refuted in under 1 cold; docs/benchmarks_notes.md, sessions 11 and 16)."""
     v = build_model(ctx.problem, ctx.options, lo, hi)
-    if ctx.upper is not None:  # where the best schedule moved to lo repairs, finding is quick
-        hints.hint_moved(v, ctx.upper, lo)
-    status = cp_model.UNKNOWN
+    status, has_hint = cp_model.UNKNOWN, False
     for units, seed in attempts(budget.attempt, min(until, ctx.work.until(budget.at_least)), ctx.work,
                                 growth=budget.growth):
-        if seed == cold_after:
-            v.m.clear_hints()
+        want = ctx.upper is not None and hinted(seed)  # where the best schedule moved to lo repairs, finding is quick
+        if want != has_hint:
+            if want:
+                hints.hint_moved(v, ctx.upper, lo)
+            else:
+                v.m.clear_hints()
+            has_hint = want
         s = solver(ctx.work, units, 1, seed=seed, linearization=lp[seed % len(lp)])
         status = s.solve(v.m)
         if status in FEASIBLE:

@@ -100,3 +100,29 @@ def test_one_tile_fa_h100_is_within_two_percent_of_its_proven_bound():
     assert validate(p, sched) == []
     assert sched.ii <= 1.02 * sched.ii_lower_bound and sched.ii_lower_bound >= 2394
     assert "refuting one II refutes every smaller one" in sched.proof
+
+
+
+@pytest.mark.slow
+def test_the_probe_one_under_the_best_schedule_proves_it_optimal(monkeypatch):
+    """random-regs-16008 (11 ops, h100): every II up to 724 is refuted and the best schedule is 727; the probe at
+    726, whose refutation is the proof, gets the close probe's budget and starts cold at LP level 2, with a hint
+    on every second restart, and refutes it (the ordinary probe, hinted level 1 then cold level 2 with the next
+    seed in restarts of 3, left 726 and then 725 undecided: 727 >= 725). Other probes start hinted at level 1."""
+    from bench.suite.cases import build_case, read_manifest
+    from twill.solver import phases
+
+    calls, real = [], phases._one_worker
+
+    def spy(ctx, lo, hi, budget, lp, until, hinted=lambda seed: True):
+        if budget in (phases.BISECT_II, phases.BISECT_CLOSE_II):
+            calls.append((lo, ctx.upper.ii if ctx.upper is not None else None, budget, lp, [hinted(s) for s in range(4)]))
+        return real(ctx, lo, hi, budget, lp, until, hinted)
+
+    monkeypatch.setattr(phases, "_one_worker", spy)
+    case = next(c for c in read_manifest("tuned")["cases"] if c["id"] == "random-regs-16008-n11-h100")
+    p = build_case(case)
+    sched = solve(p, SolveOptions(workers=2, work_limit=30, time_limit=600))
+    assert (sched.ii, sched.status) == (727, "optimal") and validate(p, sched) == []
+    assert (726, 727, phases.BISECT_CLOSE_II, (2, 1), [False, True, False, True]) in calls
+    assert all(c[3] == (1, 2) and c[4] == [True, False, False, False] for c in calls if c[0] != 726)

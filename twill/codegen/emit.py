@@ -281,19 +281,23 @@ class _Body:
         win = self.plan.window_of(op) if self.plan.kind(op) == "wgmma" else None
         if win is None or op != win.first:
             return
-        rnd = j.shift(win.rounds[op])
-        chain = self._in_chain(win, rnd)
-        later = [j.off - (win.rounds[w] - win.rounds[op]) for w in win.ops[1:]]
+        rnd, chain, later = self._round_of(win, j)
         if chain is False or (j.base == self.n and any(x < 0 for x in later)):
             return
         self.empty_turn(win, rnd, depth, chain if isinstance(chain, str) else None)
 
+    def _round_of(self, win, j: T.Iter) -> tuple[T.Iter, bool | str, list[int]]:
+        """The round that ``win``'s first wgmma of iteration ``j`` opens, whether it is on the token's
+        path (``_in_chain``), and the iteration offsets (from ``j``'s base) of the window's later wgmmas
+        of that round."""
+        rnd = j.shift(win.rounds[win.first])
+        later = [j.off - (win.rounds[w] - win.rounds[win.first]) for w in win.ops[1:]]
+        return rnd, self._in_chain(win, rnd), later
+
     def _empty_if_past_end(self, win, j: T.Iter, depth: int) -> None:
         """After a peeled step's guarded wgmma (a static iteration that short trip counts lack): the
         round it would open, taken empty when the iteration does not exist and the round is on the path."""
-        rnd = j.shift(win.rounds[win.first])
-        chain = self._in_chain(win, rnd)
-        later = [j.off - (win.rounds[w] - win.rounds[win.first]) for w in win.ops[1:]]
+        rnd, chain, later = self._round_of(win, j)
         if chain is False or any(x == 0 for x in later):
             return  # off the path, or a later wgmma of the round (iteration 0) always exists
         preds = [f"{j.off} >= {self.n}"] + [f"{x} >= {self.n}" for x in later if x >= 1]

@@ -79,6 +79,20 @@ def test_the_search_lifts_its_floor_to_the_highest_refuted_ii():
     assert sched.ii == solve_exhaustive(p, SolveOptions(workers=1, time_limit=120)).ii
 
 
+def test_a_bisection_probe_shares_the_work_left_over_the_probes_its_gap_needs():
+    """Near the optimum a probe costs more and fewer are left to pay for: each gets the window's work left over
+    ceil(log2(top - failed)) probes, never less than an ordinary probe's budget."""
+    from twill.solver import phases
+    from twill.solver.run import Work
+
+    ctx = phases.Context(_tiny(SWITCHING[3]), SolveOptions(workers=1), Work.starting_now(60, 100))
+    until = ctx.work.until(24)
+    assert phases._probe_budget(ctx, 611, 613, until).at_least == 24  # 612 alone is left: all of it
+    two = phases._probe_budget(ctx, 611, 614, until)  # 612 and 613: two probes
+    assert two.at_least == 12 and (two.attempt, two.growth) == (phases.BISECT_II.attempt, phases.BISECT_II.growth)
+    assert phases._probe_budget(ctx, 100, 1124, until) == phases.BISECT_II  # ten probes: 2.4 each, the floor is 6
+
+
 @pytest.mark.slow
 def test_bisection_proves_a_twelve_op_tmem_body_that_the_ii_by_ii_sweep_left_open():
     """random-tmem-16004 (12 ops, b200): the sweep II by II, started from the 552 schedule, stalled at 544
@@ -115,8 +129,9 @@ def test_the_probe_one_under_the_best_schedule_proves_it_optimal(monkeypatch):
     calls, real = [], phases._one_worker
 
     def spy(ctx, lo, hi, budget, lp, until, hinted=lambda seed: True):
-        if budget in (phases.BISECT_II, phases.BISECT_CLOSE_II):
-            calls.append((lo, ctx.upper.ii if ctx.upper is not None else None, budget, lp, [hinted(s) for s in range(4)]))
+        if budget.share == 0 and budget.attempt == phases.BISECT_II.attempt:  # a bisection probe (its share may be larger)
+            calls.append((lo, ctx.upper.ii if ctx.upper is not None else None, budget.at_least, lp,
+                          [hinted(s) for s in range(4)]))
         return real(ctx, lo, hi, budget, lp, until, hinted)
 
     monkeypatch.setattr(phases, "_one_worker", spy)
@@ -124,5 +139,6 @@ def test_the_probe_one_under_the_best_schedule_proves_it_optimal(monkeypatch):
     p = build_case(case)
     sched = solve(p, SolveOptions(workers=2, work_limit=30, time_limit=600))
     assert (sched.ii, sched.status) == (727, "optimal") and validate(p, sched) == []
-    assert (726, 727, phases.BISECT_CLOSE_II, (2, 1), [False, True, False, True]) in calls
+    assert any(c[:2] == (726, 727) and c[2] >= phases.BISECT_CLOSE_II.at_least and c[3:] == ((2, 1), [False, True, False, True])
+               for c in calls)
     assert all(c[3] == (1, 2) and c[4] == [True, False, False, False] for c in calls if c[0] != 726)

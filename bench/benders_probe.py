@@ -1,0 +1,155 @@
+"""Logic-based Benders over warp-group structures at one II (issue 16, item 5; a measurement, not a phase yet).
+
+    python bench/benders_probe.py random-regs-16508-n12-h100 --ii 1300,1500 [--units 2] [--cap 2000]
+
+At a fixed II: take a grouping from the structure relaxation (solver/structure.py, canonical first-use labels) under
+the cuts found so far; solve the joint model at that II with the grouping pinned, one CP-SAT worker. Refuted: for
+each of its groups, the joint model of that group's ops alone (the others and every edge to them dropped; one group
+with the whole register file) at the same II; a group refuted alone is a core, and since a group holding more ops
+only adds constraints to that subproblem (more issue, more registers, more dependences), no grouping may put all
+of the core's ops in one group: the cut sum_v x[v, g] <= |core| - 1 for every g. No core: the cut excludes that one
+partition. When the structure relaxation has no grouping left, the II is refuted; a pinned schedule is a schedule;
+an undecided pinned solve stops the loop (undecided). Prints the groupings tried, the cores and the units spent.
+CASE is a suite case id (bench/suite/*.json).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+from ortools.sat.python import cp_model
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from suite.cases import build_body, read_manifest  # noqa: E402
+
+from twill.arch.registry import get_arch  # noqa: E402
+from twill.ir import LoopBody  # noqa: E402
+from twill.options import SolveOptions  # noqa: E402
+from twill.problem import Problem, build_problem  # noqa: E402
+from twill.solver.hints import first_use_labels  # noqa: E402
+from twill.solver.model import build_model  # noqa: E402
+from twill.solver.run import Work, solver  # noqa: E402
+from twill.solver.structure import build_structure  # noqa: E402
+
+VERDICT = {cp_model.INFEASIBLE: "refuted", cp_model.FEASIBLE: "schedule", cp_model.OPTIMAL: "schedule"}
+
+
+def case_problem(case_id: str) -> Problem:
+    for half in ("tuned", "fresh"):
+        for c in read_manifest(half)["cases"]:
+            if c["id"] == case_id:
+                return build_problem(build_body(c), get_arch(c["arch"]))
+    raise SystemExit(f"no suite case {case_id!r}")
+
+
+def joint(p: Problem, groups: dict[str, int], ii: int, units: float) -> tuple[str, float]:
+    """The joint model at ``ii`` with ``groups`` pinned, one worker at LP level 2: (verdict, units)."""
+    order = first_use_labels(p, groups)  # the model labels groups in order of first use: pins must follow it
+    pins = tuple(sorted((n, order[g]) for n, g in groups.items()))
+    v = build_model(p, SolveOptions(workers=1, fixed_groups=pins), ii, ii)
+    w = Work.starting_now(3600, units)
+    return VERDICT.get(solver(w, units, 1, linearization=2).solve(v.m), "undecided"), w.spent
+
+
+def alone(p: Problem, ops: list[str]) -> Problem:
+    """The subproblem of ``ops`` alone: the other ops and every edge touching them dropped."""
+    keep = set(ops)
+    body = p.body
+    sub = LoopBody(f"{body.name}_part", tuple(o for o in body.ops if o.name in keep),
+                   tuple(e for e in body.edges if e.src in keep and e.dst in keep), static_smem=body.static_smem)
+    return build_problem(sub, p.arch)
+
+
+def minimal_core(p: Problem, groups: dict[str, int], ii: int, units: float) -> tuple[list[list[str]], float]:
+    """Ops whose subproblem, under ``groups`` restricted to them, the joint model still refutes, one op dropped at a
+    time (deletion-based): the core's parts (its ops by group) and the units spent."""
+    keep, spent = [o.name for o in p.ops], 0.0
+    for n in list(keep):
+        trial = [x for x in keep if x != n]
+        if not trial:
+            continue
+        got, u = joint(alone(p, trial), {x: groups[x] for x in trial}, ii, units)
+        spent += u
+        if got == "refuted":
+            keep = trial
+    parts: dict[int, list[str]] = {}
+    for n in keep:
+        parts.setdefault(groups[n], []).append(n)
+    return list(parts.values()), spent
+
+
+def add_cut(s, parts: list[list[str]]) -> None:
+    """No grouping may hold each part wholly in one group, the parts in different groups."""
+    m, k = s.m, len(parts)
+    y = {}
+    for j, part in enumerate(parts):
+        for g in s.groups:
+            b = y[j, g] = m.new_bool_var("")
+            for n in part:
+                m.add_implication(b, s.x[n, g])
+            m.add(b >= sum(s.x[n, g] for n in part) - (len(part) - 1))
+    if k == 1:
+        m.add(sum(y[0, g] for g in s.groups) == 0)
+        return
+    same = []
+    for j in range(k):
+        for m2 in range(j + 1, k):
+            for g in s.groups:
+                z = m.new_bool_var("")
+                m.add_implication(z, y[j, g])
+                m.add_implication(z, y[m2, g])
+                m.add(z >= y[j, g] + y[m2, g] - 1)
+                same.append(z)
+    m.add(sum(y.values()) - k * sum(same) <= k - 1)
+
+
+def decide(p: Problem, ii: int, units: float, cap: int) -> None:
+    s = build_structure(p, SolveOptions(workers=1), ii)
+    names = [o.name for o in p.ops]
+    cores: dict[frozenset, str] = {}
+    tried, spent, t0 = 0, 0.0, time.time()
+    verdict = "refuted"
+    while tried < cap:
+        sv = cp_model.CpSolver()
+        sv.parameters.num_workers = 1
+        sv.parameters.max_time_in_seconds = 60
+        if sv.solve(s.m) not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+            break
+        tried += 1
+        g = {n: int(sv.value(s.group_of[n])) for n in names}
+        parts: dict[int, list[str]] = {}
+        for n in names:
+            parts.setdefault(g[n], []).append(n)
+        got, u = joint(p, g, ii, units)
+        spent += u
+        if got != "refuted":
+            verdict = got
+            print(f"  grouping {tried}: {got} ({u:.2f} u): {' | '.join(','.join(x) for x in parts.values())}")
+            break
+        core = minimal_core(p, g, ii, units)
+        spent += core[1]
+        add_cut(s, core[0])
+        cores[frozenset(frozenset(x) for x in core[0])] = "core"
+        print(f"  grouping {tried}: refuted; core {' | '.join(','.join(sorted(x)) for x in core[0])}", flush=True)
+    else:
+        verdict = "undecided (cap)"
+    print(f"II {ii}: {verdict} after {tried} groupings, {len(cores)} cores, {spent:.1f} units, {time.time() - t0:.0f} s")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("case")
+    ap.add_argument("--ii", required=True, help="comma-separated IIs")
+    ap.add_argument("--units", type=float, default=2.0, help="units per pinned joint solve")
+    ap.add_argument("--cap", type=int, default=2000, help="most groupings per II")
+    a = ap.parse_args()
+    p = case_problem(a.case)
+    for ii in (int(x) for x in a.ii.split(",")):
+        decide(p, ii, a.units, a.cap)
+
+
+if __name__ == "__main__":
+    main()

@@ -3,6 +3,7 @@
 # then Nsight's instruction-level samples of the fenced kernel.
 set -u
 D=bench/results/h200/fa_variants
+python $D/gen_fence.py $D/fa_cap.py $D/fa_cap_fence.py  # byte for byte the kernel timed in call 1
 python bench/gpu/codegen_fa_ablate.py --kernels $D/fa_cap_fence.py $D/fa_cap.py $D/fa_opt_s23.py \
   --kernel-checks --repeats 2 --out $OUT > $OUT/log_ablate.txt 2>&1; echo "ablate rc $?"
 tail -12 $OUT/log_ablate.txt

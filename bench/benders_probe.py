@@ -64,9 +64,18 @@ def alone(p: Problem, ops: list[str]) -> Problem:
 
 
 def minimal_core(p: Problem, groups: dict[str, int], ii: int, units: float) -> tuple[list[list[str]], float]:
-    """Ops whose subproblem, under ``groups`` restricted to them, the joint model still refutes, one op dropped at a
-    time (deletion-based): the core's parts (its ops by group) and the units spent."""
+    """Ops whose subproblem, under ``groups`` restricted to them, the joint model still refutes: whole groups dropped
+    first, then one op at a time (deletion-based); a test left undecided keeps what it would drop, so the core stays
+    sound, only less small. The core's parts (its ops by group) and the units spent."""
     keep, spent = [o.name for o in p.ops], 0.0
+    for g in sorted(set(groups.values())):  # whole groups first: one test drops many ops
+        trial = [x for x in keep if groups[x] != g]
+        if not trial:
+            continue
+        got, u = joint(alone(p, trial), {x: groups[x] for x in trial}, ii, units)
+        spent += u
+        if got == "refuted":
+            keep = trial
     for n in list(keep):
         trial = [x for x in keep if x != n]
         if not trial:
@@ -106,7 +115,7 @@ def add_cut(s, parts: list[list[str]]) -> None:
     m.add(sum(y.values()) - k * sum(same) <= k - 1)
 
 
-def decide(p: Problem, ii: int, units: float, cap: int) -> None:
+def decide(p: Problem, ii: int, units: float, cap: int, core_units: float) -> None:
     s = build_structure(p, SolveOptions(workers=1), ii)
     names = [o.name for o in p.ops]
     cores: dict[frozenset, str] = {}
@@ -129,7 +138,7 @@ def decide(p: Problem, ii: int, units: float, cap: int) -> None:
             verdict = got
             print(f"  grouping {tried}: {got} ({u:.2f} u): {' | '.join(','.join(x) for x in parts.values())}")
             break
-        core = minimal_core(p, g, ii, units)
+        core = minimal_core(p, g, ii, core_units)
         spent += core[1]
         add_cut(s, core[0])
         cores[frozenset(frozenset(x) for x in core[0])] = "core"
@@ -145,10 +154,12 @@ def main() -> None:
     ap.add_argument("--ii", required=True, help="comma-separated IIs")
     ap.add_argument("--units", type=float, default=2.0, help="units per pinned joint solve")
     ap.add_argument("--cap", type=int, default=2000, help="most groupings per II")
+    ap.add_argument("--core-units", type=float, default=0.5,
+                    help="units per deletion test while minimising a core (undecided keeps the op: still sound)")
     a = ap.parse_args()
     p = case_problem(a.case)
     for ii in (int(x) for x in a.ii.split(",")):
-        decide(p, ii, a.units, a.cap)
+        decide(p, ii, a.units, a.cap, a.core_units)
 
 
 if __name__ == "__main__":

@@ -68,17 +68,11 @@ def minimal_core(p: Problem, groups: dict[str, int], ii: int, units: float) -> t
     first, then one op at a time (deletion-based); a test left undecided keeps what it would drop, so the core stays
     sound, only less small. The core's parts (its ops by group) and the units spent."""
     keep, spent = [o.name for o in p.ops], 0.0
-    for g in sorted(set(groups.values())):  # whole groups first: one test drops many ops
-        trial = [x for x in keep if groups[x] != g]
-        if not trial:
-            continue
-        got, u = joint(alone(p, trial), {x: groups[x] for x in trial}, ii, units)
-        spent += u
-        if got == "refuted":
-            keep = trial
-    for n in list(keep):
-        trial = [x for x in keep if x != n]
-        if not trial:
+    drops = [lambda x, g=g: groups[x] == g for g in sorted(set(groups.values()))]  # whole groups first
+    drops += [lambda x, n=n: x == n for n in keep]  # then one op at a time
+    for drop in drops:
+        trial = [x for x in keep if not drop(x)]
+        if not trial or len(trial) == len(keep):
             continue
         got, u = joint(alone(p, trial), {x: groups[x] for x in trial}, ii, units)
         spent += u

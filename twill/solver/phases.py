@@ -543,9 +543,9 @@ def _bisect(ctx: Context, w: Window, until: float) -> Outcome:
 def _probe_budget(ctx: Context, failed: int, top: int, until: float) -> Budget:
     """One probe's share of what the window has left: the work left over the probes that bisection
     still needs to close the gap (failed, top), at least ``BISECT_II``. Near the optimum a probe costs
-    more (random-recurrence-16512's 612 under its 613: refuted cold in 2.8-13.6 units, 4.6 median over
-    eight seeds and LP levels), and fewer of them are left to pay for: the last one gets what is left,
-    where six units in two restarts of three left it undecided."""
+    more (random-recurrence-16512: one worker refutes 612 cold in 2.8-13.6 units, 4.6 median over eight
+    seeds and LP levels, and finds a schedule at 613), and fewer of them are left to pay for: the last
+    one gets what is left, where six units in two restarts of three left 612 undecided."""
     needed = max(1, math.ceil(math.log2(top - failed)))
     share = (min(until, ctx.work.until(math.inf)) - ctx.work.spent) / needed
     return replace(BISECT_II, at_least=max(BISECT_II.at_least, share))

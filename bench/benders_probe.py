@@ -109,12 +109,14 @@ def add_cut(s, parts: list[list[str]]) -> None:
     m.add(sum(y.values()) - k * sum(same) <= k - 1)
 
 
-def decide(p: Problem, ii: int, units: float, cap: int, core_units: float) -> None:
+def decide(p: Problem, ii: int, units: float, cap: int, core_units: float | None, past_undecided: bool) -> None:
+    """The loop of the module docstring at ``ii``. ``core_units`` None: each refuted grouping cuts only its own
+    partition (no core). ``past_undecided``: an undecided grouping is counted, its partition cut, and the loop goes
+    on (the II then stays undecided, but the count of groupings left is measured)."""
     s = build_structure(p, SolveOptions(workers=1), ii)
     names = [o.name for o in p.ops]
-    cores: dict[frozenset, str] = {}
+    cores, undecided, pinned = set(), 0, []
     tried, spent, t0 = 0, 0.0, time.time()
-    verdict = "refuted"
     while tried < cap:
         sv = cp_model.CpSolver()
         sv.parameters.num_workers = 1
@@ -128,18 +130,29 @@ def decide(p: Problem, ii: int, units: float, cap: int, core_units: float) -> No
             parts.setdefault(g[n], []).append(n)
         got, u = joint(p, g, ii, units)
         spent += u
-        if got != "refuted":
-            verdict = got
-            print(f"  grouping {tried}: {got} ({u:.2f} u): {' | '.join(','.join(x) for x in parts.values())}")
+        pinned.append(u)
+        whole = list(parts.values())
+        if got == "schedule" or (got == "undecided" and not past_undecided):
+            print(f"  grouping {tried}: {got} ({u:.2f} u): {' | '.join(','.join(x) for x in whole)}")
             break
-        core = minimal_core(p, g, ii, core_units)
-        spent += core[1]
-        add_cut(s, core[0])
-        cores[frozenset(frozenset(x) for x in core[0])] = "core"
-        print(f"  grouping {tried}: refuted; core {' | '.join(','.join(sorted(x)) for x in core[0])}", flush=True)
+        if got == "undecided" or core_units is None:
+            undecided += got == "undecided"
+            core = whole
+            if got == "undecided":
+                print(f"  grouping {tried}: undecided ({u:.2f} u): {' | '.join(','.join(x) for x in whole)}", flush=True)
+        else:
+            core, u = minimal_core(p, g, ii, core_units)
+            spent += u
+            print(f"  grouping {tried}: refuted; core {' | '.join(','.join(sorted(x)) for x in core)}", flush=True)
+        add_cut(s, core)
+        cores.add(frozenset(frozenset(x) for x in core))
     else:
-        verdict = "undecided (cap)"
-    print(f"II {ii}: {verdict} after {tried} groupings, {len(cores)} cores, {spent:.1f} units, {time.time() - t0:.0f} s")
+        got = "undecided (cap)"
+    verdict = got if got in ("schedule", "undecided (cap)") else "undecided" if undecided or got == "undecided" \
+        else "refuted"
+    median = sorted(pinned)[len(pinned) // 2] if pinned else 0.0
+    print(f"II {ii}: {verdict} after {tried} groupings ({undecided} undecided), {len(cores)} cuts, {spent:.1f} units "
+          f"(pinned solves: median {median:.2f}), {time.time() - t0:.0f} s")
 
 
 def main() -> None:
@@ -150,10 +163,12 @@ def main() -> None:
     ap.add_argument("--cap", type=int, default=2000, help="most groupings per II")
     ap.add_argument("--core-units", type=float, default=0.5,
                     help="units per deletion test while minimising a core (undecided keeps the op: still sound)")
+    ap.add_argument("--partition-cuts", action="store_true", help="cut each refuted grouping's partition, no cores")
+    ap.add_argument("--past-undecided", action="store_true", help="go on past an undecided grouping, cutting it")
     a = ap.parse_args()
     p = case_problem(a.case)
     for ii in (int(x) for x in a.ii.split(",")):
-        decide(p, ii, a.units, a.cap, a.core_units)
+        decide(p, ii, a.units, a.cap, None if a.partition_cuts else a.core_units, a.past_undecided)
 
 
 if __name__ == "__main__":

@@ -116,7 +116,6 @@ def test_one_tile_fa_h100_is_within_two_percent_of_its_proven_bound():
     assert "refuting one II refutes every smaller one" in sched.proof
 
 
-
 @pytest.mark.slow
 def test_the_probe_one_under_the_best_schedule_proves_it_optimal(monkeypatch):
     """random-regs-16008 (11 ops, h100): every II up to 724 is refuted and the best schedule is 727; the probe at

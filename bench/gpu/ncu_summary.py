@@ -32,15 +32,20 @@ def active_cycles(prefix: str) -> float:
     raise SystemExit(f"{prefix}_details.csv: no 'SM Active Cycles' (profile with --section SpeedOfLight)")
 
 
-def samples(prefix: str) -> tuple[collections.Counter, collections.Counter]:
-    """Warp-state samples and MIO-queue stalls per instruction mnemonic (before the first dot)."""
+def source_rows(prefix: str) -> tuple[list[str], list[list[str]]]:
+    """The source page's header and its rows, one per SASS instruction."""
     with gzip.open(f"{prefix}_source.csv.gz", "rt") as f:
         rows = list(csv.reader(f))
-    hdr, body = rows[1], rows[2:]
+    return rows[1], [r for r in rows[2:] if len(r) == len(rows[1])]
+
+
+def samples(prefix: str) -> tuple[collections.Counter, collections.Counter]:
+    """Warp-state samples and MIO-queue stalls per instruction mnemonic (before the first dot)."""
+    hdr, body = source_rows(prefix)
     src, every, mio = hdr.index("Source"), hdr.index("Warp Stall Sampling (All Samples)"), hdr.index("stall_mio")
     total, queue = collections.Counter(), collections.Counter()
     for r in body:
-        words = r[src].split() if len(r) == len(hdr) else []
+        words = r[src].split()
         if not words:
             continue
         op = (words[1] if words[0].startswith("@") else words[0]).split(".")[0]

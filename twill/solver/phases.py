@@ -514,8 +514,7 @@ def _bisect(ctx: Context, w: Window, until: float) -> Outcome:
     whole = ctx.work.until(_sweep_total(ctx) - ctx.swept)  # once the window holds a schedule, no later one is searched
     while failed + 1 < top and ctx.work.spent < until and ctx.work.left() > 0:
         if ctx.upper is not None and probe == ctx.upper.ii - 1:  # a refutation here is the optimality proof
-            last = replace(BISECT_CLOSE_II, at_least=max(BISECT_CLOSE_II.at_least, budget.at_least))
-            status, at = _one_worker(ctx, probe, probe, last, BISECT_LAST_LP, until,
+            status, at = _one_worker(ctx, probe, probe, _no_less(BISECT_CLOSE_II, budget), BISECT_LAST_LP, until,
                                      hinted=lambda seed: seed % 2 == 1)
         else:
             status, at = _one_worker(ctx, probe, probe, budget, BISECT_LP, until, hinted=lambda seed: seed == 0)
@@ -530,8 +529,7 @@ def _bisect(ctx: Context, w: Window, until: float) -> Outcome:
         ctx.report(f"  bisection: II {probe} {_VERDICT_WORDS.get(status, 'undecided')}")
         probe, budget = (failed + top) // 2, _probe_budget(ctx, failed, top, until)
         if close and found is not None and probe < math.ceil(top / CLOSE) < top:
-            probe, close = math.ceil(top / CLOSE), False
-            budget = replace(BISECT_CLOSE_II, at_least=max(BISECT_CLOSE_II.at_least, budget.at_least))
+            probe, close, budget = math.ceil(top / CLOSE), False, _no_less(BISECT_CLOSE_II, budget)
     floor = failed + 1
     if floor > w.lo:
         ctx.report(f"II window [{w.lo}, {w.hi}]: every II below {floor} refuted (bisection on one worker)")
@@ -548,7 +546,12 @@ def _probe_budget(ctx: Context, failed: int, top: int, until: float) -> Budget:
     one gets what is left, where six units in two restarts of three left 612 undecided."""
     needed = max(1, math.ceil(math.log2(top - failed)))
     share = (min(until, ctx.work.until(math.inf)) - ctx.work.spent) / needed
-    return replace(BISECT_II, at_least=max(BISECT_II.at_least, share))
+    return _no_less(BISECT_II, replace(BISECT_II, at_least=share))
+
+
+def _no_less(b: Budget, share: Budget) -> Budget:
+    """``b`` with at least ``share``'s units: a probe with a budget of its own still gets its share of the window."""
+    return replace(b, at_least=max(b.at_least, share.at_least))
 
 
 def _one_worker(ctx: Context, lo: int, hi: int, budget: Budget, lp: tuple[int, ...],

@@ -133,6 +133,7 @@ def decide(p: Problem, ii: int, units: float, cap: int, core_units: float | None
         pinned.append(u)
         whole = list(parts.values())
         if got == "schedule" or (got == "undecided" and not past_undecided):
+            undecided += got == "undecided"
             print(f"  grouping {tried}: {got} ({u:.2f} u): {' | '.join(','.join(x) for x in whole)}")
             break
         if got == "undecided" or core_units is None:

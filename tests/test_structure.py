@@ -4,12 +4,17 @@ under which the heuristics find schedules where Triton's split finds none."""
 
 from __future__ import annotations
 
+import random
+
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from ortools.sat.python import cp_model
 
 from twill.arch.registry import get_arch
+from twill.bounds import colive_values, rec_mii
 from twill.frontend.programs import load_program
-from twill.problem import build_problem
+from twill.problem import build_problem, read_time
 from twill.random_loops import random_body, tiny_arch
 from twill.solver import SolveOptions, lower_bound, solve
 from twill.solver.exhaustive import solve_exhaustive
@@ -67,13 +72,14 @@ def test_feasibility_is_monotone_in_ii(profile, seed):
 
 
 def test_a_register_bound_body_names_what_binds():
-    """An 11-op register-heavy body on h100: the static bound is 462 (MUFU and holds); below 566 no
-    grouping fits in-order issue, registers and the shared memory its hand-offs would need."""
+    """An 11-op register-heavy body on h100: the static bound is 462 (MUFU and holds); below 577 no
+    grouping fits in-order issue, registers and the shared memory its hand-offs would need (566
+    before the co-live sets: values held together must fit their group at once)."""
     p = build_problem(random_body(1, 11, profile="regs"), get_arch("h100"))
     options = SolveOptions(workers=1)
     assert lower_bound(p, options) == 462
     floor = structure_floor(p, options, 462, 2000, _work())
-    assert floor.ii == 566
+    assert floor.ii == 577
     assert {"issue", "registers", "smem"} <= set(floor.binding)
     assert "warp-group structure" in floor.sentence()
 
@@ -119,3 +125,56 @@ def test_solve_uses_the_structure_floor_as_a_bound():
     assert validate(p, sched) == []
     assert sched.ii_lower_bound >= 566
     assert sched.ii >= sched.ii_lower_bound
+
+
+def _held_intervals(p, starts: dict[str, int], ii: int) -> dict[str, tuple[int, int]]:
+    """Each value's [issue, end of its last read) at ``ii``, as ``ScheduleModel.lifetime_of`` defines it."""
+    out = {}
+    for op in p.ops:
+        ends = [starts[e.dst] + e.distance * ii + read_time(e, p.op(e.dst)) for e in p.body.out_edges(op.name)]
+        out[op.name] = (starts[op.name], max(ends) if ends else starts[op.name] + op.latency)
+    return out
+
+
+@settings(max_examples=60, deadline=None)
+@given(seed=st.integers(0, 10_000), profile=st.sampled_from(["regs", "handoff", "fa", "recurrence", "units"]),
+       n_ops=st.integers(4, 24), extra=st.integers(0, 4000), slack=st.integers(0, 10_000))
+def test_every_colive_set_is_held_together_in_any_schedule_of_the_dependences(seed, profile, n_ops, extra, slack):
+    """Soundness of ``colive_values``: at any II the dependences allow, however late each op issues
+    after its producers, the values of a co-live set are all held at one cycle."""
+    p = build_problem(random_body(seed, n_ops, profile=profile), get_arch("h100"))
+    rec = rec_mii(p)
+    ii = (rec.ii if rec else 1) + extra
+    rng = random.Random(slack)
+    starts = {op.name: rng.randrange(0, 3 * ii + 1) for op in p.ops}
+    for _ in range(len(p.ops) + 1):  # Bellman-Ford: push each consumer past its producers (no positive cycle)
+        for e in p.edges:
+            starts[e.dst] = max(starts[e.dst], starts[e.src] + e.latency - e.distance * ii)
+    assert all(starts[e.dst] >= starts[e.src] + e.latency - e.distance * ii for e in p.edges)
+    held = _held_intervals(p, starts, ii)
+    for together in colive_values(p):
+        assert max(held[n][0] for n in together) < min(held[n][1] for n in together), (together, held)
+
+
+def test_colive_sets_follow_the_reads():
+    """FA forward: P is read by its P·V until the wgmma completes, so P and the P·V accumulator are
+    held together; S is held until exp reads it, past the row max; the accumulator hands its
+    registers on in place (P·V -> rescale -> next P·V), so its two values are never held together."""
+    p = build_problem(load_program("fa_fwd", get_arch("h100"), {"subtiles": 2}), get_arch("h100"))
+    sets = [set(c) for c in colive_values(p)]
+    assert {"cast0", "pv0"} in sets and {"qk0", "rowmax0"} in sets
+    assert not any({"pv0", "rescale0"} <= c for c in sets)
+    assert {n for c in sets for n in c} == {op.name for op in p.ops if op.regs}
+
+
+def test_a_colive_set_too_large_for_one_warpgroup_keeps_its_values_apart():
+    """random-handoff-16524's b0 chain: the wgmma result, the consumer's output and a later consumer's
+    output are held together (37632 register words); one 4-warp group holds at most 128 x 255, so
+    the structure relaxation refuses that grouping at any II, where the average alone admits it."""
+    p = build_problem(random_body(16524, 15, profile="handoff"), get_arch("h100"))
+    big = max(colive_values(p), key=lambda c: sum(p.op(n).regs for n in c))
+    assert set(big) == {"b0_mma0", "b0_o2", "b0_o4"} and sum(p.op(n).regs for n in big) == 37632
+    pins = tuple((n, 1) for n in big) + tuple((op.name, 0) for op in p.ops if op.kind == "load")
+    s = build_structure(p, SolveOptions(workers=1, fixed_groups=pins), 4000)
+    s.m.add(s.warps[1] == 4)
+    assert cp_model.CpSolver().solve(s.m) == cp_model.INFEASIBLE

@@ -9,6 +9,7 @@ critical recurrence read off a positive cycle at II - 1. See docs/design.md §3.
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass
 
@@ -16,12 +17,12 @@ import networkx as nx
 
 from twill.errors import InfeasibleError
 from twill.options import SolveOptions
-from twill.problem import Problem, read_time
+from twill.problem import Problem, per_problem, read_time
 
 __all__ = ["UnitBound", "Recurrence", "Bounds", "StorageBound", "ResidueCut", "res_mii", "rec_mii", "storage_mii",
            "monotone_in_ii",
            "compute_bounds", "residue_cuts", "lower_bound", "bound_and_reason", "sequential_ii",
-           "stage_bound", "issue_mii", "shortest_lifetimes"]
+           "stage_bound", "issue_mii", "shortest_lifetimes", "colive_values"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -193,6 +194,73 @@ def shortest_lifetimes(problem: Problem, ii: int, names: list[str]) -> dict[str,
         out[name] = max(ends) if ends else problem.op(name).latency
     _resident_accumulators(problem, ii, out)
     return out
+
+
+MAX_COLIVE_SETS = 200  # maximal co-live sets kept (any subset of them gives valid constraints)
+
+
+def _paths_one_turn(problem: Problem) -> dict[str, dict[tuple[str, int], int]] | None:
+    """From each op w, the longest dependence latency to each op r over paths of total distance d
+    (0: within one iteration; 1: into the next), keyed (r, d): a path P gives start[r] >= start[w] +
+    latency(P) - d x II. Longest paths in the layered graph (op, d), acyclic when the distance-0
+    edges are; None where those edges close a cycle (no II has a schedule; the bounds say so)."""
+    g = nx.DiGraph()
+    g.add_nodes_from((op.name, d) for op in problem.ops for d in (0, 1))
+    for e in problem.edges:
+        for d in range(2 - e.distance):
+            a, b = (e.src, d), (e.dst, d + e.distance)
+            if a != b and (not g.has_edge(a, b) or g[a][b]["latency"] < e.latency):
+                g.add_edge(a, b, latency=e.latency)
+    if not nx.is_directed_acyclic_graph(g):
+        return None
+    order = list(nx.topological_sort(g))
+    paths: dict[str, dict[tuple[str, int], int]] = {}
+    for op in problem.ops:
+        far = {(op.name, 0): 0}
+        for n in order:
+            if n in far:
+                for _, t, lat in g.out_edges(n, data="latency"):
+                    far[t] = max(far.get(t, far[n] + lat), far[n] + lat)
+        paths[op.name] = far
+    return paths
+
+
+def _outlives(problem: Problem, paths: dict[str, dict[tuple[str, int], int]], u: str, w: str) -> bool:
+    """Whether u's result is still held when w issues, in every schedule at every II >= 1.
+
+    u's life ends at start[r] + δ x II + read for each reader r (edge distance δ), and a path from w
+    to r of distance d <= δ gives start[r] >= start[w] + latency - d x II; so u outlives w's issue
+    when latency + (δ - d) + read >= 1, the worst case being II = 1 (the term grows with II). A
+    value no one reads is held for its latency (``ScheduleModel.lifetime_of``)."""
+    ends = [(e.dst, e.distance, read_time(e, problem.op(e.dst))) for e in problem.body.out_edges(u)]
+    ends = ends or [(u, 0, problem.op(u).latency)]
+    reach = paths[w]
+    return any((r, d) in reach and reach[r, d] + (dist - d) + read >= 1
+               for r, dist, read in ends for d in range(min(dist, 1) + 1))
+
+
+@per_problem
+def colive_values(problem: Problem) -> tuple[tuple[str, ...], ...]:
+    """Maximal sets of register values that are all held at one moment, in every schedule.
+
+    Two values held on intervals [start, end) of one iteration overlap whenever each outlives the
+    other's issue (``_outlives``), which the dependences alone can force: FA's S tile is still held
+    when the P·V that needs the exp of S issues. Intervals that pairwise overlap share a point
+    (Helly's property on a line), so a clique of this graph is a set held together; its values that
+    one group produces must fit that group's registers at once, at any II (design.md §3.1b). Every
+    value with registers is in at least one set (possibly alone). Sets are the graph's maximal
+    cliques (networkx), at most ``MAX_COLIVE_SETS``, largest total first."""
+    paths = _paths_one_turn(problem)
+    values = [op.name for op in problem.ops if op.regs]
+    if paths is None or not values:
+        return ()
+    g = nx.Graph()
+    g.add_nodes_from(values)
+    g.add_edges_from((a, b) for i, a in enumerate(values) for b in values[i + 1:]
+                     if _outlives(problem, paths, a, b) and _outlives(problem, paths, b, a))
+    sets = [tuple(sorted(c, key=values.index)) for c in itertools.islice(nx.find_cliques(g), 5 * MAX_COLIVE_SETS)]
+    sets.sort(key=lambda c: (-sum(problem.op(n).regs for n in c), [values.index(n) for n in c]))
+    return tuple(sets[:MAX_COLIVE_SETS])
 
 
 def _resident_accumulators(problem: Problem, ii: int, life: dict[str, int]) -> None:

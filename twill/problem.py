@@ -10,15 +10,16 @@ lists reasons no schedule can exist at any II (memory that can never fit), so th
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
+from typing import TypeVar
 
 from twill.arch.model import Arch
 from twill.errors import InfeasibleError, ProblemError
 from twill.ir import MAX_CYCLES, Carrier, Edge, LoopBody, Op, Use
 
-__all__ = ["Problem", "build_problem", "read_time"]
+__all__ = ["Problem", "build_problem", "read_time", "per_problem"]
 
 
 def read_time(edge: Edge, dst: Op) -> int:
@@ -172,6 +173,29 @@ class Problem:
                 if warps <= widest and 32 * warps * budget <= a.limit("regs_per_sm") and room > best:
                     best, shape = room, f"{warps} warps x ({budget} - {reserved} reserved) x 32 lanes = {room}"
         return best, shape
+
+
+T = TypeVar("T")
+_PER_PROBLEM: dict[tuple[str, int], tuple[Problem, object]] = {}  # (function, id(problem)) -> (problem, result)
+
+
+def per_problem(fn: Callable[[Problem], T]) -> Callable[[Problem], T]:
+    """``fn`` computed once per problem object: the search builds many models of one problem, and
+    facts of the graph alone (its cycles, which values live together) do not change between them.
+    Keyed by identity (a problem holds lists, so it has no hash), with the problem kept to tell a
+    recycled id apart; at most 64 entries."""
+    def cached(problem: Problem) -> T:
+        key = (fn.__qualname__, id(problem))
+        hit = _PER_PROBLEM.get(key)
+        if hit is not None and hit[0] is problem:
+            return hit[1]  # type: ignore[return-value]
+        if len(_PER_PROBLEM) >= 64:
+            _PER_PROBLEM.clear()
+        out = fn(problem)
+        _PER_PROBLEM[key] = (problem, out)
+        return out
+    cached.__doc__, cached.__qualname__ = fn.__doc__, fn.__qualname__
+    return cached
 
 
 def _resolve_unit(arch: Arch, op: Op, use: Use) -> Use:

@@ -36,10 +36,10 @@ from dataclasses import dataclass, field
 import networkx as nx
 from ortools.sat.python import cp_model
 
-from twill.bounds import shortest_lifetimes
+from twill.bounds import colive_values, shortest_lifetimes
 from twill.ir import Carrier
 from twill.options import SolveOptions
-from twill.problem import Problem
+from twill.problem import Problem, per_problem
 from twill.solver.model import group_variables, isolate
 from twill.solver.run import Budget, Work, solver
 
@@ -120,17 +120,28 @@ def add_isolation(s: StructureModel) -> None:
 
 
 def add_register_room(s: StructureModel) -> None:
-    """Registers on average (§2.8a): a value of w words held at least its shortest lifetime L fills
-    w x L of the II circle of its producer's group, never more on average than the group's room;
-    and one copy of it must fit the room at all.
-    Math: sum_v regs(v) L_v x[v, g] <= room[g] II; regs(v) x[v, g] <= room[g]."""
+    """Registers (§2.8, §2.8a): a value of w words held at least its shortest lifetime L fills w x L
+    of the II circle of its producer's group, never more on average than the group's room; and at
+    the moment a co-live set is held together (``bounds.colive_values``) the group holds its own
+    members of the set, one copy each at least, beside floor(L / II) copies of every other value of
+    its own (a value held L cycles has that many copies live at every cycle of the steady state).
+    Math: sum_v regs(v) L_v x[v, g] <= room[g] II; regs(v) x[v, g] <= room[g] where L_v > 0; for
+    each co-live set S: sum_{v in S} regs(v) max(1, f_v) x[v, g] + sum_{v not in S} regs(v) f_v x[v, g]
+    <= room[g], f_v = floor(L_v / II)."""
     values = [op for op in s.problem.ops if op.regs]
+    held = [op for op in values if s.life[op.name] > 0]  # a value held for no cycle takes no room
+    copies = {op.name: s.life[op.name] // s.ii for op in held}
+    sets = [set(c) for c in colive_values(s.problem)]
     for g in s.groups:
         if values:
             s.m.add(sum(op.regs * s.life[op.name] * s.x[op.name, g] for op in values) <= s.room(g) * s.ii)
-        for op in values:
-            if s.life[op.name] > 0:  # a value held for no cycle takes no room
-                s.m.add(op.regs * s.x[op.name, g] <= s.room(g))
+        for op in held:
+            s.m.add(op.regs * max(1, copies[op.name]) * s.x[op.name, g] <= s.room(g))
+        for together in sets:
+            terms = [op.regs * (max(1, copies[op.name]) if op.name in together else copies[op.name]) * s.x[op.name, g]
+                     for op in held if op.name in together or copies[op.name]]
+            if len(terms) > 1:
+                s.m.add(sum(terms) <= s.room(g))
 
 
 def add_handoff_smem(s: StructureModel) -> None:
@@ -162,21 +173,12 @@ def add_handoff_recurrences(s: StructureModel) -> None:
             s.m.add(latency + sum(extra) <= distance * s.ii)
 
 
-_CYCLES: dict[int, tuple[Problem, list[list[str]]]] = {}
-
-
+@per_problem
 def _cycles(problem: Problem) -> list[list[str]]:
     """Up to ``MAX_CYCLES`` simple dependence cycles (Johnson's algorithm, networkx), once per problem."""
-    cached = _CYCLES.get(id(problem))
-    if cached is not None and cached[0] is problem:
-        return cached[1]
     g = nx.DiGraph()
     g.add_edges_from((e.src, e.dst) for e in problem.edges if e.src != e.dst)
-    cycles = [c for c in itertools.islice(nx.simple_cycles(g), MAX_CYCLES)]
-    if len(_CYCLES) >= 16:
-        _CYCLES.clear()
-    _CYCLES[id(problem)] = (problem, cycles)
-    return cycles
+    return list(itertools.islice(nx.simple_cycles(g), MAX_CYCLES))
 
 
 STRUCTURE_FAMILIES: tuple[tuple[str, Callable[[StructureModel], None]], ...] = (

@@ -11,11 +11,16 @@ of the core's ops in one group: the cut sum_v x[v, g] <= |core| - 1 for every g.
 partition. When the structure relaxation has no grouping left, the II is refuted; a pinned schedule is a schedule;
 an undecided pinned solve stops the loop (undecided). Prints the groupings tried, the cores and the units spent.
 CASE is a suite case id (bench/suite/*.json).
+
+With ``--assumption-cores`` the cores come from CP-SAT itself: one joint model at the II, each grouping stated as
+assumptions on pair literals (same group / different groups, label-free), and a refutation's
+``sufficient_assumptions_for_infeasibility`` is the cut (at least one of those pairs must change); no deletion tests.
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import sys
 import time
 from pathlib import Path
@@ -156,6 +161,64 @@ def decide(p: Problem, ii: int, units: float, cap: int, core_units: float | None
           f"(pinned solves: median {median:.2f}), {time.time() - t0:.0f} s")
 
 
+def _pairs(m: cp_model.CpModel, group_of: dict, names: list[str]) -> dict[tuple[str, str], cp_model.IntVar]:
+    """A literal per pair of ops: true iff both sit in one group (labels do not matter to it)."""
+    out = {}
+    for a, b in itertools.combinations(names, 2):
+        same = out[a, b] = m.new_bool_var(f"same[{a},{b}]")
+        m.add(group_of[a] == group_of[b]).only_enforce_if(same)
+        m.add(group_of[a] != group_of[b]).only_enforce_if(~same)
+    return out
+
+
+def decide_by_assumptions(p: Problem, ii: int, units: float, cap: int) -> None:
+    """The loop of ``decide`` with CP-SAT's own cores: the joint model at ``ii`` is built once, each grouping is
+    a set of assumptions on pair literals, and a refuted grouping's sufficient assumptions become the cut. An
+    undecided grouping is counted and its whole partition cut (the II then stays undecided)."""
+    names = [o.name for o in p.ops]
+    s = build_structure(p, SolveOptions(workers=1), ii)
+    cut_pairs = _pairs(s.m, s.group_of, names)
+    v = build_model(p, SolveOptions(workers=1), ii, ii)
+    pairs = _pairs(v.m, v.group_of, names)
+    by_index = {lit.index: key for key, lit in pairs.items()}
+    tried, undecided, spent, sizes, t0 = 0, 0, 0.0, [], time.time()
+    verdict = "undecided (cap)"
+    while tried < cap:
+        sv = cp_model.CpSolver()
+        sv.parameters.num_workers = 1
+        if sv.solve(s.m) not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+            verdict = "undecided" if undecided else "refuted"
+            break
+        tried += 1
+        g = {n: int(sv.value(s.group_of[n])) for n in names}
+        v.m.clear_assumptions()
+        v.m.add_assumptions([lit if g[a] == g[b] else ~lit for (a, b), lit in pairs.items()])
+        w = Work.starting_now(3600, units)
+        js = solver(w, units, 1, linearization=2)
+        status = js.solve(v.m)
+        spent += w.spent
+        if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+            verdict = "schedule"
+            break
+        if status == cp_model.INFEASIBLE:
+            core = [(by_index[i if i >= 0 else -i - 1], i >= 0) for i in js.sufficient_assumptions_for_infeasibility()
+                    if (i if i >= 0 else -i - 1) in by_index]
+        else:
+            undecided += 1
+            core = [(key, g[key[0]] == g[key[1]]) for key in pairs]
+            print(f"  grouping {tried}: undecided ({w.spent:.2f} u): "
+                  f"{' | '.join(','.join(n for n in names if g[n] == k) for k in sorted(set(g.values())))}", flush=True)
+        if not core:
+            verdict = "refuted"
+            break
+        sizes.append(len(core))
+        s.m.add_bool_or([~cut_pairs[key] if same else cut_pairs[key] for key, same in core])
+    sizes.sort()
+    print(f"II {ii}: {verdict} after {tried} groupings ({undecided} undecided), {spent:.1f} units, "
+          f"{time.time() - t0:.0f} s; cores of {sizes[0] if sizes else 0}-{sizes[-1] if sizes else 0} pairs "
+          f"(median {sizes[len(sizes) // 2] if sizes else 0}) of {len(pairs)}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("case")
@@ -166,9 +229,14 @@ def main() -> None:
                     help="units per deletion test while minimising a core (undecided keeps the op: still sound)")
     ap.add_argument("--partition-cuts", action="store_true", help="cut each refuted grouping's partition, no cores")
     ap.add_argument("--past-undecided", action="store_true", help="go on past an undecided grouping, cutting it")
+    ap.add_argument("--assumption-cores", action="store_true",
+                    help="cores from CP-SAT's assumptions on pair literals (past undecided groupings)")
     a = ap.parse_args()
     p = case_problem(a.case)
     for ii in (int(x) for x in a.ii.split(",")):
+        if a.assumption_cores:
+            decide_by_assumptions(p, ii, a.units, a.cap)
+            continue
         decide(p, ii, a.units, a.cap, None if a.partition_cuts else a.core_units, a.past_undecided)
 
 

@@ -9,6 +9,8 @@ II but not on the starts:
 * variable-latency isolation, warps per group and per CTA, the register file (§2.6);
 * registers on average: a group's values, each held at least its shortest lifetime at this II,
   fit the group's room over one II (the cut of §2.8a with the shortest lifetimes of §3.1a);
+* registers at once: the values the dependences hold together (``bounds.colive_values``) that a
+  group produces fit its room together, beside the copies long lifetimes keep live at every cycle;
 * shared memory: ring slots for the shortest lifetimes plus the staging of every register value
   that crosses groups, plus the static buffers (§2.9);
 * recurrences: a dependence cycle whose edges cross groups pays each crossing's hand-off cost and

@@ -4,7 +4,15 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from twill.arch.registry import get_arch
-from twill.bounds import _gap_cuts, _storage_excess, bound_and_reason, compute_bounds, residue_cuts, storage_mii
+from twill.bounds import (
+    _gap_cuts,
+    _storage_excess,
+    bound_and_reason,
+    compute_bounds,
+    residue_cuts,
+    shortest_lifetimes,
+    storage_mii,
+)
 from twill.errors import InfeasibleError
 from twill.frontend.programs import load_program
 from twill.problem import build_problem
@@ -107,3 +115,14 @@ def test_in_order_issue_bounds_ii_by_the_holds_per_group():
     assert bound_and_reason(p, SolveOptions())[0] == 30
     sched = solve(p, SolveOptions(workers=1, time_limit=60))
     assert sched.ii == 30 and sched.status == "optimal" and validate(p, sched) == []
+
+
+def test_a_resident_rings_shortfall_lengthens_one_member_only_for_sums():
+    """FA forward's O accumulator passes its registers P·V -> rescale -> next P·V in place: together the two
+    values hold them for one II (2048), so the ring's shortfall goes to P·V for sums over the ring; alone, P·V
+    is held 571 cycles (its own shortest lifetime), which is what a per-value count of copies may use."""
+    h100 = get_arch("h100")
+    p = build_problem(load_program("fa_fwd", h100, {"subtiles": 2}), h100)
+    ring = shortest_lifetimes(p, 2048, ["pv0", "rescale0"])
+    own = shortest_lifetimes(p, 2048, ["pv0", "rescale0"], resident=False)
+    assert ring["pv0"] + ring["rescale0"] == 2048 and own == {"pv0": 571, "rescale0": 75}

@@ -181,10 +181,12 @@ class StorageBound:
                 f"II {self.ii - 1}, more than {self.capacity} x II")
 
 
-def shortest_lifetimes(problem: Problem, ii: int, names: list[str]) -> dict[str, int]:
+def shortest_lifetimes(problem: Problem, ii: int, names: list[str], resident: bool = True) -> dict[str, int]:
     """Each value's shortest possible lifetime at ``ii``: from its issue to the end of its last
     read, where every reader is at least the longest dependence path away (weights latency -
-    distance x II; no positive cycle once II >= RecMII)."""
+    distance x II; no positive cycle once II >= RecMII). With ``resident``, a resident accumulator
+    ring's shortfall is added to one member (``_resident_accumulators``): right for sums over the
+    ring, not for that member alone, so per-value uses pass ``resident=False``."""
     paths = _longest_paths(problem, ii, names)
     out = {}
     for name in names:
@@ -192,7 +194,8 @@ def shortest_lifetimes(problem: Problem, ii: int, names: list[str]) -> dict[str,
         ends = [longest[e.dst] + e.distance * ii + read_time(e, problem.op(e.dst))
                 for e in problem.body.out_edges(name) if e.dst in longest]
         out[name] = max(ends) if ends else problem.op(name).latency
-    _resident_accumulators(problem, ii, out)
+    if resident:
+        _resident_accumulators(problem, ii, out)
     return out
 
 
@@ -245,7 +248,7 @@ def colive_values(problem: Problem) -> tuple[tuple[str, ...], ...]:
 
     Two values held on intervals [start, end) of one iteration overlap whenever each outlives the
     other's issue (``_outlives``), which the dependences alone can force: FA's S tile is still held
-    when the P·V that needs the exp of S issues. Intervals that pairwise overlap share a point
+    when its row max issues, since the exp that reads S comes after the max. Intervals that pairwise overlap share a point
     (Helly's property on a line), so a clique of this graph is a set held together; its values that
     one group produces must fit that group's registers at once, at any II (design.md §3.1b). Every
     value with registers is in at least one set (possibly alone). Sets are the graph's maximal

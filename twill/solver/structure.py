@@ -129,10 +129,11 @@ def add_register_room(s: StructureModel) -> None:
     its own (a value held L cycles has that many copies live at every cycle of the steady state).
     Math: sum_v regs(v) L_v x[v, g] <= room[g] II; regs(v) x[v, g] <= room[g] where L_v > 0; for
     each co-live set S: sum_{v in S} regs(v) max(1, f_v) x[v, g] + sum_{v not in S} regs(v) f_v x[v, g]
-    <= room[g], f_v = floor(L_v / II)."""
+    <= room[g], f_v = floor(L_v / II) with each value's own shortest lifetime (no ring shortfall)."""
     values = [op for op in s.problem.ops if op.regs]
     held = [op for op in values if s.life[op.name] > 0]  # a value held for no cycle takes no room
-    copies = {op.name: s.life[op.name] // s.ii for op in held}
+    own = shortest_lifetimes(s.problem, s.ii, [op.name for op in held], resident=False) if held else {}
+    copies = {op.name: own[op.name] // s.ii for op in held}  # each value's own: a ring's shortfall is no copy of one
     sets = [set(c) for c in colive_values(s.problem)]
     for g in s.groups:
         if values:

@@ -22,7 +22,7 @@ from twill.problem import Problem, per_problem, read_time
 __all__ = ["UnitBound", "Recurrence", "Bounds", "StorageBound", "ResidueCut", "res_mii", "rec_mii", "storage_mii",
            "monotone_in_ii",
            "compute_bounds", "residue_cuts", "lower_bound", "bound_and_reason", "sequential_ii",
-           "stage_bound", "issue_mii", "shortest_lifetimes", "colive_values"]
+           "stage_bound", "issue_mii", "shortest_lifetimes", "with_resident_rings", "colive_values"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -194,9 +194,15 @@ def shortest_lifetimes(problem: Problem, ii: int, names: list[str], resident: bo
         ends = [longest[e.dst] + e.distance * ii + read_time(e, problem.op(e.dst))
                 for e in problem.body.out_edges(name) if e.dst in longest]
         out[name] = max(ends) if ends else problem.op(name).latency
-    if resident:
-        _resident_accumulators(problem, ii, out)
-    return out
+    return with_resident_rings(problem, ii, out) if resident else out
+
+
+def with_resident_rings(problem: Problem, ii: int, own: dict[str, int]) -> dict[str, int]:
+    """``own`` (each value's own shortest lifetime) with every resident accumulator ring's shortfall
+    added to one member (``_resident_accumulators``): the lifetimes sums over the values may use."""
+    life = dict(own)
+    _resident_accumulators(problem, ii, life)
+    return life
 
 
 MAX_COLIVE_SETS = 200  # maximal co-live sets kept (any subset of them gives valid constraints)

@@ -10,6 +10,7 @@ lists reasons no schedule can exist at any II (memory that can never fit), so th
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
@@ -176,25 +177,25 @@ class Problem:
 
 
 T = TypeVar("T")
-_PER_PROBLEM: dict[tuple[str, int], tuple[Problem, object]] = {}  # (function, id(problem)) -> (problem, result)
+_PER_PROBLEM: dict[tuple, tuple[Problem, object]] = {}  # (function, id(problem), args) -> (problem, result)
 
 
-def per_problem(fn: Callable[[Problem], T]) -> Callable[[Problem], T]:
-    """``fn`` computed once per problem object: the search builds many models of one problem, and
-    facts of the graph alone (its cycles, which values live together) do not change between them.
-    Keyed by identity (a problem holds lists, so it has no hash), with the problem kept to tell a
-    recycled id apart; at most 64 entries."""
-    def cached(problem: Problem) -> T:
-        key = (fn.__qualname__, id(problem))
+def per_problem(fn: Callable[..., T]) -> Callable[..., T]:
+    """``fn(problem, *args)`` computed once per problem object and arguments: the search builds many
+    models of one problem, and facts of the graph alone (its cycles, its automorphisms, which values
+    live together) do not change between them. Keyed by identity (a problem holds lists, so it has
+    no hash), with the problem kept to tell a recycled id apart; at most 64 entries."""
+    @functools.wraps(fn)
+    def cached(problem: Problem, *args: object) -> T:
+        key = (fn.__qualname__, id(problem), args)
         hit = _PER_PROBLEM.get(key)
         if hit is not None and hit[0] is problem:
             return hit[1]  # type: ignore[return-value]
         if len(_PER_PROBLEM) >= 64:
             _PER_PROBLEM.clear()
-        out = fn(problem)
+        out = fn(problem, *args)
         _PER_PROBLEM[key] = (problem, out)
         return out
-    cached.__doc__, cached.__qualname__ = fn.__doc__, fn.__qualname__
     return cached
 
 

@@ -20,7 +20,7 @@ from ortools.sat.python import cp_model
 from twill.bounds import residue_cuts, stage_bound
 from twill.ir import Carrier, Op
 from twill.options import SolveOptions
-from twill.problem import Problem
+from twill.problem import Problem, per_problem
 from twill.problem import read_time as _read_time
 
 __all__ = ["ScheduleModel", "JOINT_FAMILIES", "build_model", "GroupVars", "group_variables", "isolate"]
@@ -542,9 +542,7 @@ def add_register_average(v: ScheduleModel) -> None:
             m.add(sum(terms) <= capacity)
 
 
-_AUTOMORPHISMS: dict[int, tuple[Problem, int, list[dict[str, str]]]] = {}  # id(problem) -> (problem, limit, σs)
-
-
+@per_problem
 def automorphisms(problem: Problem, limit: int = 64) -> list[dict[str, str]]:
     """Automorphisms σ of the loop body other than the identity: maps op -> identical op (same
     costs, units, footprints) that carry edges to identical edges. Two sub-tiles of FlashAttention
@@ -555,9 +553,6 @@ def automorphisms(problem: Problem, limit: int = 64) -> list[dict[str, str]]:
     sub-tiles (16 in fa_bwd: 30 s). Ops are therefore first coloured by Weisfeiler-Lehman
     refinement, an isomorphism invariant, so ops VF2 may map onto each other share a colour and no
     automorphism is lost."""
-    cached = _AUTOMORPHISMS.get(id(problem))
-    if cached is not None and cached[0] is problem and cached[1] == limit:
-        return cached[2]
     import networkx as nx
     from networkx.algorithms import isomorphism
 
@@ -588,9 +583,6 @@ def automorphisms(problem: Problem, limit: int = 64) -> list[dict[str, str]]:
             break
         if any(a != b for a, b in sigma.items()):
             out.append(dict(sigma))
-    if len(_AUTOMORPHISMS) >= 16:
-        _AUTOMORPHISMS.clear()
-    _AUTOMORPHISMS[id(problem)] = (problem, limit, out)
     return out
 
 

@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 import networkx as nx
 from ortools.sat.python import cp_model
 
-from twill.bounds import colive_values, shortest_lifetimes
+from twill.bounds import colive_values, shortest_lifetimes, with_resident_rings
 from twill.ir import Carrier
 from twill.options import SolveOptions
 from twill.problem import Problem, per_problem
@@ -69,7 +69,8 @@ class StructureModel:
     words: list[cp_model.IntVar] = field(default_factory=list)
     group_of: dict[str, cp_model.IntVar] = field(default_factory=dict)
     cross: dict[int, cp_model.IntVar] = field(default_factory=dict)  # edge index -> ends in different groups
-    life: dict[str, int] = field(default_factory=dict)  # each value's shortest lifetime at this II
+    life: dict[str, int] = field(default_factory=dict)  # each value's shortest lifetime at this II (rings' shortfall in)
+    own_life: dict[str, int] = field(default_factory=dict)  # the same without the rings' shortfall (per value)
 
     @property
     def groups(self) -> range:
@@ -132,8 +133,7 @@ def add_register_room(s: StructureModel) -> None:
     <= room[g], f_v = floor(L_v / II) with each value's own shortest lifetime (no ring shortfall)."""
     values = [op for op in s.problem.ops if op.regs]
     held = [op for op in values if s.life[op.name] > 0]  # a value held for no cycle takes no room
-    own = shortest_lifetimes(s.problem, s.ii, [op.name for op in held], resident=False) if held else {}
-    copies = {op.name: own[op.name] // s.ii for op in held}  # each value's own: a ring's shortfall is no copy of one
+    copies = {op.name: s.own_life[op.name] // s.ii for op in held}  # a ring's shortfall is no copy of one member
     sets = [set(c) for c in colive_values(s.problem)]
     for g in s.groups:
         if values:
@@ -200,7 +200,8 @@ def build_structure(problem: Problem, options: SolveOptions, ii: int, drop: tupl
     """The structure relaxation at ``ii`` (II >= RecMII, so shortest lifetimes are defined),
     without the families named in ``drop``."""
     names = [op.name for op in problem.ops if op.regs or op.smem_bytes]
-    s = StructureModel(problem, options, ii, life=shortest_lifetimes(problem, ii, names) if names else {})
+    own = shortest_lifetimes(problem, ii, names, resident=False) if names else {}
+    s = StructureModel(problem, options, ii, life=with_resident_rings(problem, ii, own), own_life=own)
     add_groups(s)
     for name, family in STRUCTURE_FAMILIES:
         if name not in drop:

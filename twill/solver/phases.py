@@ -422,11 +422,11 @@ SWEEP = Budget(share=1 / 3, at_least=4.0)  # per window
 SWEEP_TOTAL = 1 / 2  # of the work, over all windows: where II by II does not pay, the other phases keep the rest
 SWEEP_WINDOW = Budget(share=0.0, at_least=2.0, attempt=1.0)  # the whole window, any schedule, in restarts
 SWEEP_II = Budget(share=0.0, at_least=2.0, attempt=1.0)  # one II, in restarts
-BISECT_II = Budget(share=0.0, at_least=6.0, attempt=3.0)  # one II of the bisection: its refutation refutes every II below
+BISECT_II = Budget(share=0.0, at_least=6.0)  # one II of the bisection: its refutation refutes every II below
 BISECT = Budget(share=1 / 2, at_least=4.0)  # per window (the sweep's total still caps it)
 BISECT_TOTAL = 2 / 3  # of the work, over all windows: on a monotone problem the bisection is the proof
 CLOSE = 1.02  # the bisection's first probe below a schedule: within 2% is the gap a user reads as closed
-BISECT_CLOSE_II = Budget(share=0.0, at_least=12.0, attempt=3.0)  # that probe: its refutation is the user's answer
+BISECT_CLOSE_II = Budget(share=0.0, at_least=12.0)  # that probe: its refutation is the user's answer
 SWEEP_WIDTH = 64  # the widest window swept: wider ones cost more IIs than the budget holds
 # CP-SAT's LP (``linearization_level``) for the sweep's restarts, in turn. Level 2 keeps every constraint's LP
 # relaxation: it refutes one fixed II 2-4x cheaper on the suite's tuned small bodies (the register and in-order rows
@@ -435,12 +435,16 @@ SWEEP_WIDTH = 64  # the widest window swept: wider ones cost more IIs than the b
 # below it are mostly refuted: level 2 first.
 SWEEP_WINDOW_LP = (1, 2)
 SWEEP_II_LP = (2, 1)
-BISECT_LP = (1, 2)  # the bisection's probes are as often schedules as refutations: level 1 finds far faster
-# The probe one below a schedule: a schedule there gains one cycle, a refutation proves the schedule optimal. So it
-# starts cold at level 2, where refutations come cheapest, then alternates with the hinted level-1 restart, on
-# BISECT_CLOSE_II's budget (random-regs-16008's 726 under its 727: refuted cold at level 2 in 2.6-4.3 units over three
-# seeds, undecided in the two 3-unit restarts, hinted level 1 then cold level 2 with seed 1, of a BISECT_II probe).
-BISECT_LAST_LP = (2, 1)
+# A bisection probe is two solves (``_bisect_probe``): the best schedule moved to the probe's II at level 1, for at most
+# ``BISECT_HINTED`` units, then cold at level 2 with the probe's whole budget in one attempt. A moved schedule that
+# repairs does so at once (one-tile FA h100's 2440 from the 2441 schedule: 0.01 units) and one that does not repairs
+# no later; a refutation's cost at one II is concentrated, not heavy-tailed, in the seed, so restarts only cut solves
+# short (one-tile FA d64 h100's 1621: 5.2 and 6.1 units cold at level 2 over two seeds, 6.0 and 7.7 at level 1, where
+# the restarts of 3 that preceded this left it undecided after 6; FA h100's 2393: 4.5, >8 and 3.4 at level 2, 3.3,
+# 3.1 and 2.6 at level 1, where the restarts spent 10 units on it; bench/worker_probe.py, docs/benchmarks_notes.md,
+# session 26).
+BISECT_HINTED = 1.0
+BISECT_COLD_LP = 2
 
 
 def bisection(ctx: Context, w: Window, budget: Budget) -> Outcome:
@@ -505,37 +509,51 @@ def _bisect(ctx: Context, w: Window, until: float) -> Outcome:
     refutes every smaller one, so the window is decided by bisection over fixed IIs, from its top: hi
     refuted empties the window at once, a schedule at hi is lowered towards the floor, and after an
     undecided probe the next one goes lower, where a refutation that raises the floor comes cheaper.
-    Once a schedule is in hand, the first probe below it is the II ``CLOSE`` under it: refuted, the
-    schedule is within that ratio of optimal, which is what a user reads first, so that probe has twice
-    the others' work (one-tile FA h100's 2393: one solve refutes it in 1.3-5.3 units, 3.6 median, from 11
-    of 12 starts, LPs and seeds, and one is undecided after 12; two restarts of 3 left it undecided)."""
+    Where the window ends one under the best schedule known, its top is the hardest II to decide, so
+    there it is first only the schedule's repair (a find is a cycle gained at once). The first probe
+    under the best schedule is then the II ``CLOSE`` under it: refuted, the schedule is within that
+    ratio of optimal, which is what a user reads first, so that probe has twice the others' work
+    (one-tile FA h100's 2393: one solve refutes it in 1.3-5.3 units, 3.6 median, from 11 of 12 starts,
+    LPs and seeds, and one is undecided after 12)."""
     failed, top, found, close = max(w.lo, ctx.refuted_below) - 1, w.hi + 1, None, True
-    probe, budget = w.hi, BISECT_II
+    probe, budget, first = w.hi, BISECT_II, True
     whole = ctx.work.until(_sweep_total(ctx) - ctx.swept)  # once the window holds a schedule, no later one is searched
     while failed + 1 < top and ctx.work.spent < until and ctx.work.left() > 0:
-        if ctx.upper is not None and probe == ctx.upper.ii - 1:  # a refutation here is the optimality proof
-            status, at = _one_worker(ctx, probe, probe, _no_less(BISECT_CLOSE_II, budget), BISECT_LAST_LP, until,
-                                     hinted=lambda seed: seed % 2 == 1)
-        else:
-            status, at = _one_worker(ctx, probe, probe, budget, BISECT_LP, until, hinted=lambda seed: seed == 0)
+        at_best = ctx.upper is not None and probe == ctx.upper.ii - 1  # a refutation here is the optimality proof
+        # the window ends under the best schedule: its top is first only the schedule's repair, then the 2% probe
+        repair_only = at_best and first and _close_target(ctx, failed, top) is not None
+        status, at = _bisect_probe(ctx, probe, _no_less(BISECT_CLOSE_II, budget) if at_best else budget, until,
+                                   cold=not repair_only)
+        first = False
         if status == cp_model.INFEASIBLE:
             failed = probe
             ctx.refuted(w.lo, probe, f"CP-SAT on one worker at II {probe} (the joint model), and monotonicity")
-        else:
+        elif not repair_only or at is not None:
             top = probe
         if at is not None:  # the next probes start from it, and the one under it is the optimality proof
             found, ctx.upper = at, hints.read(at.model, at.solver.value, budgets=True)
             until = max(until, whole)
-        ctx.report(f"  bisection: II {probe} {_VERDICT_WORDS.get(status, 'undecided')}")
+        ctx.report(f"  bisection: II {probe} {_VERDICT_WORDS.get(status, 'undecided')}"
+                   + (" (the best schedule's repair alone)" if repair_only and at is None else ""))
         probe, budget = (failed + top) // 2, _probe_budget(ctx, failed, top, until)
-        if close and found is not None and probe < math.ceil(top / CLOSE) < top:
-            probe, close, budget = math.ceil(top / CLOSE), False, _no_less(BISECT_CLOSE_II, budget)
+        target = _close_target(ctx, failed, top)
+        if close and target is not None and probe < target:
+            probe, close, budget = target, False, _no_less(BISECT_CLOSE_II, budget)
     floor = failed + 1
     if floor > w.lo:
         ctx.report(f"II window [{w.lo}, {w.hi}]: every II below {floor} refuted (bisection on one worker)")
     if found is not None:
         return Outcome(Verdict.FOUND, floor, found)
     return Outcome(Verdict.EMPTY if floor > w.hi else Verdict.UNDECIDED, floor)
+
+
+def _close_target(ctx: Context, failed: int, top: int) -> int | None:
+    """The II ``CLOSE`` under the best schedule known, where it lies strictly inside (failed, top): refuted, that
+    schedule is within ``CLOSE`` of optimal."""
+    if ctx.upper is None:
+        return None
+    target = math.ceil(ctx.upper.ii / CLOSE)
+    return target if failed < target < top and target < ctx.upper.ii - 1 else None
 
 
 def _probe_budget(ctx: Context, failed: int, top: int, until: float) -> Budget:
@@ -547,6 +565,32 @@ def _probe_budget(ctx: Context, failed: int, top: int, until: float) -> Budget:
     needed = max(1, math.ceil(math.log2(top - failed)))
     share = (min(until, ctx.work.until(math.inf)) - ctx.work.spent) / needed
     return _no_less(BISECT_II, replace(BISECT_II, at_least=share))
+
+
+def _bisect_probe(ctx: Context, ii: int, budget: Budget, until: float, cold: bool = True) -> tuple[int, Found | None]:
+    """One II of the bisection on one worker: (status, the schedule found or None). First the best schedule known,
+    moved to ``ii``, at LP level 1 for at most ``BISECT_HINTED`` units (it repairs at once or not at all); then cold
+    at LP level ``BISECT_COLD_LP``, where refutations come cheapest, with the probe's whole budget in one solve (the
+    repair's short try comes on top: it is the finder, the cold solve the refuter). ``cold=False``: the repair alone."""
+    v = build_model(ctx.problem, ctx.options, ii, ii)
+    plan = (([(True, 1, BISECT_HINTED)] if ctx.upper is not None else [])
+            + ([(False, BISECT_COLD_LP, budget.at_least)] if cold else []))
+    status = cp_model.UNKNOWN
+    for hinted, lp, most in plan:
+        units = min(most, until - ctx.work.spent, ctx.work.left())
+        if units <= 0.01 or ctx.work.left() <= 0:
+            break
+        if hinted:
+            hints.hint_moved(v, ctx.upper, ii)
+        else:
+            v.m.clear_hints()
+        s = solver(ctx.work, units, 1, linearization=lp)
+        status = s.solve(v.m)
+        if status in FEASIBLE:
+            return status, Found(v, s)
+        if status != cp_model.UNKNOWN:
+            break
+    return status, None
 
 
 def _no_less(b: Budget, share: Budget) -> Budget:

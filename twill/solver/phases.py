@@ -568,12 +568,15 @@ def _probe_budget(ctx: Context, failed: int, top: int, until: float) -> Budget:
 
 
 def _bisect_probe(ctx: Context, ii: int, budget: Budget, until: float, cold: bool = True) -> tuple[int, Found | None]:
-    """One II of the bisection on one worker: (status, the schedule found or None). First the best schedule known,
-    moved to ``ii``, at LP level 1 for at most ``BISECT_HINTED`` units (it repairs at once or not at all); then cold
+    """One II of the bisection on one worker: (status, the schedule found or None). First, where ``ii`` is within
+    ``CLOSE`` under the best schedule known, that schedule moved to ``ii`` at LP level 1 for at most
+    ``BISECT_HINTED`` units (it repairs at once or not at all; from further down it did not repair on the suite's
+    FA and hand-off bodies, and the descent moves schedules that far); then cold
     at LP level ``BISECT_COLD_LP``, where refutations come cheapest, with the probe's whole budget in one solve (the
     repair's short try comes on top: it is the finder, the cold solve the refuter). ``cold=False``: the repair alone."""
     v = build_model(ctx.problem, ctx.options, ii, ii)
-    plan = (([(True, 1, BISECT_HINTED)] if ctx.upper is not None else [])
+    near = ctx.upper is not None and ii * CLOSE >= ctx.upper.ii  # further down, the descent moves schedules
+    plan = (([(True, 1, BISECT_HINTED)] if near else [])
             + ([(False, BISECT_COLD_LP, budget.at_least)] if cold else []))
     status = cp_model.UNKNOWN
     for hinted, lp, most in plan:

@@ -27,7 +27,7 @@ the schedule found optimal with the memory relaxation.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from enum import Enum
 
@@ -435,12 +435,12 @@ SWEEP_WIDTH = 64  # the widest window swept: wider ones cost more IIs than the b
 # below it are mostly refuted: level 2 first.
 SWEEP_WINDOW_LP = (1, 2)
 SWEEP_II_LP = (2, 1)
-# A bisection probe is two solves (``_bisect_probe``): the best schedule moved to the probe's II at level 1, for at most
-# ``BISECT_HINTED`` units, then cold at level 2 with the probe's whole budget in one attempt. A moved schedule that
-# repairs does so at once (one-tile FA h100's 2440 from the 2441 schedule: 0.01 units) and one that does not repairs
-# no later; a refutation's cost at one II is concentrated, not heavy-tailed, in the seed, so restarts only cut solves
-# short (one-tile FA d64 h100's 1621: 5.2 and 6.1 units cold at level 2 over two seeds, 6.0 and 7.7 at level 1, where
-# the restarts of 3 that preceded this left it undecided after 6; FA h100's 2393: 4.5, >8 and 3.4 at level 2, 3.3,
+# A bisection probe is two solves (``_bisect_probe``): the best schedule moved to the probe's II at level 1 (within
+# ``CLOSE`` under it), for at most ``BISECT_HINTED`` units, then cold at level 2 with the probe's whole budget in one
+# attempt. A moved schedule that repairs does so at once (one-tile FA h100's 2440 from the 2441 schedule: 0.01 units)
+# and one that does not repairs no later; a refutation's cost at one II varies little with the seed, so restarts
+# mostly cut solves short (one-tile FA d64 h100's 1621: 5.2 and 6.1 units cold at level 2 over two seeds, 6.0 and 7.7
+# at level 1, where restarts of 3 had left it undecided after 6; FA h100's 2393: 4.5, >8 and 3.4 at level 2, 3.3,
 # 3.1 and 2.6 at level 1, where the restarts spent 10 units on it; bench/worker_probe.py, docs/benchmarks_notes.md,
 # session 26).
 BISECT_HINTED = 1.0
@@ -574,26 +574,18 @@ def _bisect_probe(ctx: Context, ii: int, budget: Budget, until: float, cold: boo
     FA and hand-off bodies, and the descent moves schedules that far); then cold
     at LP level ``BISECT_COLD_LP``, where refutations come cheapest, with the probe's whole budget in one solve (the
     repair's short try comes on top: it is the finder, the cold solve the refuter). ``cold=False``: the repair alone."""
-    v = build_model(ctx.problem, ctx.options, ii, ii)
     near = ctx.upper is not None and ii * CLOSE >= ctx.upper.ii  # further down, the descent moves schedules
     plan = (([(True, 1, BISECT_HINTED)] if near else [])
             + ([(False, BISECT_COLD_LP, budget.at_least)] if cold else []))
-    status = cp_model.UNKNOWN
-    for hinted, lp, most in plan:
-        units = min(most, until - ctx.work.spent, ctx.work.left())
-        if units <= 0.01 or ctx.work.left() <= 0:
-            break
-        if hinted:
-            hints.hint_moved(v, ctx.upper, ii)
-        else:
-            v.m.clear_hints()
-        s = solver(ctx.work, units, 1, linearization=lp)
-        status = s.solve(v.m)
-        if status in FEASIBLE:
-            return status, Found(v, s)
-        if status != cp_model.UNKNOWN:
-            break
-    return status, None
+
+    def steps() -> Iterator[tuple[bool, float, int, int]]:
+        for hinted, lp, most in plan:
+            units = min(most, until - ctx.work.spent, ctx.work.left())
+            if units <= 0.01:
+                return
+            yield hinted, units, 0, lp
+
+    return _solve_in_turn(ctx, build_model(ctx.problem, ctx.options, ii, ii), ii, steps())
 
 
 def _no_less(b: Budget, share: Budget) -> Budget:
@@ -608,18 +600,25 @@ def _one_worker(ctx: Context, lo: int, hi: int, budget: Budget, lp: tuple[int, .
     A restart whose seed ``hinted`` accepts starts from the best schedule known moved to lo, the others
     cold: a moved schedule speeds finding but can cost a refutation dearly (tmem-16004's II 547:
     undecided after 6 units hinted, refuted in under 1 cold; docs/benchmarks_notes.md, sessions 11 and 16)."""
-    v = build_model(ctx.problem, ctx.options, lo, hi)
+    plan = ((ctx.upper is not None and hinted(seed), units, seed, lp[seed % len(lp)])
+            for units, seed in attempts(budget.attempt, min(until, ctx.work.until(budget.at_least)), ctx.work,
+                                        growth=budget.growth))
+    return _solve_in_turn(ctx, build_model(ctx.problem, ctx.options, lo, hi), lo, plan)
+
+
+def _solve_in_turn(ctx: Context, v: ScheduleModel, at: int,
+                   plan: Iterable[tuple[bool, float, int, int]]) -> tuple[int, Found | None]:
+    """``v`` solved on one worker once per step of ``plan`` (from the best schedule moved to ``at`` or cold, units,
+    seed, LP level) until a step decides it: (status, the schedule found or None)."""
     status, has_hint = cp_model.UNKNOWN, False
-    for units, seed in attempts(budget.attempt, min(until, ctx.work.until(budget.at_least)), ctx.work,
-                                growth=budget.growth):
-        want = ctx.upper is not None and hinted(seed)  # where the best schedule moved to lo repairs, finding is quick
-        if want != has_hint:
-            if want:
-                hints.hint_moved(v, ctx.upper, lo)
+    for hinted, units, seed, lp in plan:
+        if hinted != has_hint:
+            if hinted:
+                hints.hint_moved(v, ctx.upper, at)
             else:
                 v.m.clear_hints()
-            has_hint = want
-        s = solver(ctx.work, units, 1, seed=seed, linearization=lp[seed % len(lp)])
+            has_hint = hinted
+        s = solver(ctx.work, units, 1, seed=seed, linearization=lp)
         status = s.solve(v.m)
         if status in FEASIBLE:
             return status, Found(v, s)

@@ -435,8 +435,7 @@ SWEEP_WIDTH = 64  # the widest window swept: wider ones cost more IIs than the b
 # below it are mostly refuted: level 2 first.
 SWEEP_WINDOW_LP = (1, 2)
 SWEEP_II_LP = (2, 1)
-# A bisection probe is two solves (``_bisect_probe``): the best schedule moved to the probe's II at level 1 (within
-# ``CLOSE`` under it), for at most ``BISECT_HINTED`` units, then cold at level 2 with the probe's whole budget in one
+# A bisection probe is two solves (``_bisect_probe``): the best schedule moved to the probe's II at level 1, for at most ``BISECT_HINTED`` units, then cold at level 2 with the probe's whole budget in one
 # attempt. A moved schedule that repairs does so at once (one-tile FA h100's 2440 from the 2441 schedule: 0.01 units)
 # and one that does not repairs no later; a refutation's cost at one II varies little with the seed, so restarts
 # mostly cut solves short (one-tile FA d64 h100's 1621: 5.2 and 6.1 units cold at level 2 over two seeds, 6.0 and 7.7
@@ -568,14 +567,12 @@ def _probe_budget(ctx: Context, failed: int, top: int, until: float) -> Budget:
 
 
 def _bisect_probe(ctx: Context, ii: int, budget: Budget, until: float, cold: bool = True) -> tuple[int, Found | None]:
-    """One II of the bisection on one worker: (status, the schedule found or None). First, where ``ii`` is within
-    ``CLOSE`` under the best schedule known, that schedule moved to ``ii`` at LP level 1 for at most
-    ``BISECT_HINTED`` units (it repairs at once or not at all; from further down it did not repair on the suite's
-    FA and hand-off bodies, and the descent moves schedules that far); then cold
-    at LP level ``BISECT_COLD_LP``, where refutations come cheapest, with the probe's whole budget in one solve (the
-    repair's short try comes on top: it is the finder, the cold solve the refuter). ``cold=False``: the repair alone."""
-    near = ctx.upper is not None and ii * CLOSE >= ctx.upper.ii  # further down, the descent moves schedules
-    plan = (([(True, 1, BISECT_HINTED)] if near else [])
+    """One II of the bisection on one worker: (status, the schedule found or None). First the best schedule known,
+    moved to ``ii``, at LP level 1 for at most ``BISECT_HINTED`` units (it repairs at once or not at all; restricted
+    to probes within 2% under the schedule, two FA proofs of the suite were lost); then cold at LP level
+    ``BISECT_COLD_LP``, where refutations come cheapest, with the probe's whole budget in one solve (the repair's
+    short try comes on top: it is the finder, the cold solve the refuter). ``cold=False``: the repair alone."""
+    plan = (([(True, 1, BISECT_HINTED)] if ctx.upper is not None else [])
             + ([(False, BISECT_COLD_LP, budget.at_least)] if cold else []))
 
     def steps() -> Iterator[tuple[bool, float, int, int]]:

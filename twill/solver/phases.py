@@ -436,8 +436,9 @@ SWEEP_WIDTH = 64  # the widest window swept: wider ones cost more IIs than the b
 SWEEP_WINDOW_LP = (1, 2)
 SWEEP_II_LP = (2, 1)
 # A bisection probe is two solves (``_bisect_probe``): the best schedule moved to the probe's II at level 1, for at
-# most ``BISECT_HINTED`` units, then cold at level 2 with the probe's whole budget in one attempt. A moved schedule that repairs does so at once (one-tile FA h100's 2440 from the 2441 schedule: 0.01 units)
-# and one that does not repairs no later; a refutation's cost at one II varies little with the seed, so restarts
+# most ``BISECT_HINTED`` units, then cold at level 2 with the probe's whole budget in one attempt. A moved schedule
+# that repairs does so at once (one-tile FA h100's 2440 from the 2441 schedule: 0.01 units) and one that does not
+# repairs no later; a refutation's cost at one II varies little with the seed, so restarts
 # mostly cut solves short (one-tile FA d64 h100's 1621: 5.2 and 6.1 units cold at level 2 over two seeds, 6.0 and 7.7
 # at level 1, where restarts of 3 had left it undecided after 6; FA h100's 2393: 4.5, >8 and 3.4 at level 2, 3.3,
 # 3.1 and 2.6 at level 1, where the restarts spent 10 units on it; bench/worker_probe.py, docs/benchmarks_notes.md,

@@ -93,6 +93,26 @@ def test_a_bisection_probe_shares_the_work_left_over_the_probes_its_gap_needs():
     assert phases._probe_budget(ctx, 100, 1124, until) == phases.BISECT_II  # ten probes: 2.4 each, the floor is 6
 
 
+def test_a_bisection_probe_repairs_the_best_schedule_then_refutes_cold_in_one_solve(monkeypatch):
+    """A probe is the best schedule's repair (LP level 1, at most BISECT_HINTED units), then one cold solve at
+    LP level 2 with the probe's whole budget; without a schedule only the cold solve; ``cold=False`` the repair."""
+    from twill.solver import hints, phases
+    from twill.solver.run import Work
+
+    p = _tiny(SWITCHING[3])
+    best = hints.from_schedule(p, solve(p, SolveOptions(workers=1, time_limit=60)))
+    ctx = phases.Context(p, SolveOptions(workers=1), Work.starting_now(60, 100))
+    plans = []
+    monkeypatch.setattr(phases, "_solve_in_turn", lambda ctx, v, at, plan: (plans.append(list(plan)), (0, None))[1])
+    until = ctx.work.until(50)
+    phases._bisect_probe(ctx, 12, phases.BISECT_II, until)
+    ctx.upper = best
+    phases._bisect_probe(ctx, 12, phases.BISECT_II, until)
+    phases._bisect_probe(ctx, 12, phases.BISECT_II, until, cold=False)
+    cold = (False, phases.BISECT_II.at_least, 0, phases.BISECT_COLD_LP)
+    assert plans == [[cold], [(True, phases.BISECT_HINTED, 0, 1), cold], [(True, phases.BISECT_HINTED, 0, 1)]]
+
+
 @pytest.mark.slow
 def test_bisection_proves_a_twelve_op_tmem_body_that_the_ii_by_ii_sweep_left_open():
     """random-tmem-16004 (12 ops, b200): the sweep II by II, started from the 552 schedule, stalled at 544
@@ -121,7 +141,7 @@ def test_the_probe_one_under_the_best_schedule_proves_it_optimal(monkeypatch):
     """random-regs-16008 (11 ops, h100): every II up to 724 is refuted and the best schedule is 727; the probe at
     726, whose refutation is the proof, gets the close probe's budget and a cold solve at LP level 2, and refutes
     it (refuted cold at level 2 in 2.6-4.3 units over three seeds; restarts of 3 had left 726 and then 725
-    undecided: 727 >= 725). Every probe with a schedule in hand first tries that schedule's repair."""
+    undecided: 727 >= 725). (What a probe's solves are: the test above.)"""
     from bench.suite.cases import build_case, read_manifest
     from twill.solver import phases
 

@@ -16,7 +16,7 @@ from twill.bounds import colive_values, rec_mii
 from twill.frontend.programs import load_program
 from twill.problem import build_problem, read_time
 from twill.random_loops import random_body, tiny_arch
-from twill.solver import SolveOptions, lower_bound, solve
+from twill.solver import SolveOptions, lower_bound, solve, structure
 from twill.solver.exhaustive import solve_exhaustive
 from twill.solver.ims import ims_triton_split, iterative_modulo_schedule
 from twill.solver.run import Work
@@ -72,16 +72,27 @@ def test_feasibility_is_monotone_in_ii(profile, seed):
 
 
 def test_a_register_bound_body_names_what_binds():
-    """An 11-op register-heavy body on h100: the static bound is 462 (MUFU and holds); below 577 no
-    grouping fits in-order issue, registers and the shared memory its hand-offs would need (566
-    before the co-live sets: values held together must fit their group at once)."""
+    """An 11-op register-heavy body on h100: the static bound is 462 (MUFU and holds); below 802 no
+    grouping fits in-order issue and registers, where a value handed to another group stays in its
+    producer's registers until the reader has it (577 with each value's shortest lifetime alone)."""
     p = build_problem(random_body(1, 11, profile="regs"), get_arch("h100"))
     options = SolveOptions(workers=1)
     assert lower_bound(p, options) == 462
     floor = structure_floor(p, options, 462, 2000, _work())
-    assert floor.ii == 577
-    assert {"issue", "registers", "smem"} <= set(floor.binding)
+    assert floor.ii == 802
+    assert {"issue", "registers"} <= set(floor.binding)
     assert "warp-group structure" in floor.sentence()
+
+
+def test_handoffs_lengthen_the_producers_lifetimes(monkeypatch):
+    """The hand-off on a crossing edge delays its reader (§2.4), so the producer's group holds the
+    value longer: without that (each value's shortest lifetime, whatever the grouping) the same body's
+    floor is 577 instead of 802 (the test above)."""
+    p = build_problem(random_body(1, 11, profile="regs"), get_arch("h100"))
+    options = SolveOptions(workers=1)
+    assert build_structure(p, options, 700).held  # the crossings on some value's paths cost cycles
+    monkeypatch.setattr(structure, "_handoff_lifetimes", lambda s: {})
+    assert structure_floor(p, options, 462, 2000, _work()).ii == 577
 
 
 def test_proposed_groupings_meet_the_relaxation():

@@ -22,7 +22,7 @@ from twill.problem import Problem, per_problem, read_time
 __all__ = ["UnitBound", "Recurrence", "Bounds", "StorageBound", "ResidueCut", "res_mii", "rec_mii", "storage_mii",
            "monotone_in_ii",
            "compute_bounds", "residue_cuts", "lower_bound", "bound_and_reason", "sequential_ii",
-           "stage_bound", "issue_mii", "shortest_lifetimes", "with_resident_rings", "colive_values"]
+           "stage_bound", "issue_mii", "longest_paths", "shortest_lifetimes", "with_resident_rings", "colive_values"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,7 +97,7 @@ def _weighted_graph(problem: Problem, ii: int) -> nx.DiGraph:
     return g
 
 
-def _longest_paths(problem: Problem, ii: int, sources: list[str]) -> dict[str, dict[str, int]]:
+def longest_paths(problem: Problem, ii: int, sources: list[str]) -> dict[str, dict[str, int]]:
     """Longest dependence path (weights latency - distance x II) from each source to each op it
     reaches; well defined at II >= RecMII, where no cycle is positive (else NetworkXUnbounded).
 
@@ -181,13 +181,15 @@ class StorageBound:
                 f"II {self.ii - 1}, more than {self.capacity} x II")
 
 
-def shortest_lifetimes(problem: Problem, ii: int, names: list[str], resident: bool = True) -> dict[str, int]:
+def shortest_lifetimes(problem: Problem, ii: int, names: list[str], resident: bool = True,
+                       paths: dict[str, dict[str, int]] | None = None) -> dict[str, int]:
     """Each value's shortest possible lifetime at ``ii``: from its issue to the end of its last
     read, where every reader is at least the longest dependence path away (weights latency -
     distance x II; no positive cycle once II >= RecMII). With ``resident``, a resident accumulator
     ring's shortfall is added to one member (``_resident_accumulators``): right for sums over the
-    ring, not for that member alone, so per-value uses pass ``resident=False``."""
-    paths = _longest_paths(problem, ii, names)
+    ring, not for that member alone, so per-value uses pass ``resident=False``. ``paths``: the
+    names' ``longest_paths`` at ``ii``, where the caller has them already."""
+    paths = longest_paths(problem, ii, names) if paths is None else paths
     out = {}
     for name in names:
         longest = paths[name]
@@ -385,7 +387,7 @@ def residue_cuts(problem: Problem, lo: int, hi: int) -> list[ResidueCut]:
             if problem.capacity[use.unit] == 1 and use.amount == 1 and use.length < lo:
                 uses.setdefault(use.unit, []).append((op.name, use.offset, use.length))
     sources = sorted({name for items in uses.values() if len(items) > 1 for name, _, _ in items})
-    paths = _longest_paths(problem, hi, sources)
+    paths = longest_paths(problem, hi, sources)
     cuts = []
     for items in uses.values():
         for a, oa, la in items:

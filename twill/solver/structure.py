@@ -38,10 +38,10 @@ from dataclasses import dataclass, field
 import networkx as nx
 from ortools.sat.python import cp_model
 
-from twill.bounds import colive_values, shortest_lifetimes, with_resident_rings
-from twill.ir import Carrier
+from twill.bounds import colive_values, longest_paths, shortest_lifetimes, with_resident_rings
+from twill.ir import Carrier, Op
 from twill.options import SolveOptions
-from twill.problem import Problem, per_problem
+from twill.problem import Problem, per_problem, read_time
 from twill.solver.model import group_variables, isolate
 from twill.solver.run import Budget, Work, solver
 
@@ -71,6 +71,9 @@ class StructureModel:
     cross: dict[int, cp_model.IntVar] = field(default_factory=dict)  # edge index -> ends in different groups
     life: dict[str, int] = field(default_factory=dict)  # each value's shortest lifetime at this II (rings' shortfall in)
     own_life: dict[str, int] = field(default_factory=dict)  # the same without the rings' shortfall (per value)
+    paths: dict[str, dict[str, int]] = field(default_factory=dict)  # longest paths at this II from each value
+    held: dict[str, cp_model.IntVar] = field(default_factory=dict)  # lifetimes with the hand-offs on their paths
+    copies: dict[str, cp_model.IntVar] = field(default_factory=dict)  # floor(held / II) per value
 
     @property
     def groups(self) -> range:
@@ -123,28 +126,134 @@ def add_isolation(s: StructureModel) -> None:
 
 
 def add_register_room(s: StructureModel) -> None:
-    """Registers (§2.8, §2.8a): a value of w words held at least its shortest lifetime L fills w x L
-    of the II circle of its producer's group, never more on average than the group's room; and at
-    the moment a co-live set is held together (``bounds.colive_values``) the group holds its own
+    """Registers (§2.8, §2.8a): a value of w words held at least its lifetime L fills w x L of the
+    II circle of its producer's group, never more on average than the group's room; and at the
+    moment a co-live set is held together (``bounds.colive_values``) the group holds its own
     members of the set, one copy each at least, beside floor(L / II) copies of every other value of
     its own (a value held L cycles has that many copies live at every cycle of the steady state).
-    Math: sum_v regs(v) L_v x[v, g] <= room[g] II; regs(v) x[v, g] <= room[g] where L_v > 0; for
-    each co-live set S: sum_{v in S} regs(v) max(1, f_v) x[v, g] + sum_{v not in S} regs(v) f_v x[v, g]
-    <= room[g], f_v = floor(L_v / II) with each value's own shortest lifetime (no ring shortfall)."""
+    L is the value's shortest lifetime with the hand-off of every crossing edge on its paths to its
+    readers (``_handoff_lifetimes``): the producer holds a value it hands on until the other group's
+    reader has it, so splitting a chain lengthens what the producer's group must hold.
+    Math: sum_v regs(v) L_v x[v, g] <= room[g] II; regs(v) max(1, f_v) x[v, g] <= room[g] where
+    L_v > 0; for each co-live set S: sum_{v in S} regs(v) max(1, f_v) x[v, g] + sum_{v not in S}
+    regs(v) f_v x[v, g] <= room[g], f_v = floor(L_v / II) with each value's own lifetime (no ring
+    shortfall); in a resident accumulator ring the sums keep the ring's constant lifetimes."""
     values = [op for op in s.problem.ops if op.regs]
     held = [op for op in values if s.life[op.name] > 0]  # a value held for no cycle takes no room
-    copies = {op.name: s.own_life[op.name] // s.ii for op in held}  # a ring's shortfall is no copy of one member
+    longer = _handoff_lifetimes(s)
+    rings = _ring_values(s.problem)
     sets = [set(c) for c in colive_values(s.problem)]
     for g in s.groups:
         if values:
-            s.m.add(sum(op.regs * s.life[op.name] * s.x[op.name, g] for op in values) <= s.room(g) * s.ii)
+            s.m.add(sum(op.regs * _average_term(s, op, g, longer, rings) for op in values) <= s.room(g) * s.ii)
+        copies = {op.name: _copies_in(s, op, g, longer) for op in held}
         for op in held:
-            s.m.add(op.regs * max(1, copies[op.name]) * s.x[op.name, g] <= s.room(g))
+            s.m.add(op.regs * copies[op.name][1] <= s.room(g))
         for together in sets:
-            terms = [op.regs * (max(1, copies[op.name]) if op.name in together else copies[op.name]) * s.x[op.name, g]
-                     for op in held if op.name in together or copies[op.name]]
+            terms = [op.regs * copies[op.name][op.name in together] for op in held
+                     if op.name in together or copies[op.name][0] is not None]
             if len(terms) > 1:
                 s.m.add(sum(terms) <= s.room(g))
+
+
+def _average_term(s: StructureModel, op: Op, g: int, longer: dict[str, cp_model.IntVar],
+                  rings: frozenset[str]) -> cp_model.LinearExprT:
+    """L_v x[v, g]: the value's cycles on group g's circle, as its constant shortest lifetime times
+    x (what the LP relaxation reads well) plus what the hand-offs add where v is in g; a ring's
+    members keep their constant lifetimes."""
+    x = s.x[op.name, g]
+    if op.name not in longer or op.name in rings:
+        return s.life[op.name] * x
+    return s.life[op.name] * x + _excess(s, longer[op.name], s.life[op.name], x, f"held[{op.name},{g}]")
+
+
+def _copies_in(s: StructureModel, op: Op, g: int, longer: dict[str, cp_model.IntVar]
+               ) -> tuple[cp_model.LinearExprT | None, cp_model.LinearExprT]:
+    """(f_v x[v, g], max(1, f_v) x[v, g]) with f_v = floor(L_v / II), the copies a lifetime keeps
+    live at every cycle: the shortest lifetime's copies times x, plus what the hand-offs add (the
+    first None where it is 0 whatever the grouping)."""
+    x, least = s.x[op.name, g], s.own_life[op.name] // s.ii
+    if op.name not in longer or _upper(longer[op.name]) // s.ii == least:
+        return least * x if least else None, max(1, least) * x
+    f = s.copies.get(op.name)
+    if f is None:
+        life = longer[op.name]
+        f = s.copies[op.name] = s.m.new_int_var(least, _upper(life) // s.ii, f"copies[{op.name}]")
+        s.m.add(f * s.ii >= life - s.ii + 1)
+    return (least * x + _excess(s, f, least, x, f"copies[{op.name},{g}]"),
+            max(1, least) * x + _excess(s, f, max(1, least), x, f"copies1[{op.name},{g}]"))
+
+
+def _excess(s: StructureModel, var: cp_model.IntVar, base: int, x: cp_model.IntVar, name: str) -> cp_model.LinearExprT:
+    """max(0, var - base) where x holds, else anything >= 0: the part of a lengthened quantity
+    above its constant lower bound (0 where ``var`` cannot exceed it)."""
+    top = _upper(var) - base
+    if top <= 0:
+        return 0
+    extra = s.m.new_int_var(0, top, name)
+    s.m.add(extra >= var - base).only_enforce_if(x)
+    return extra
+
+
+def _upper(var: cp_model.IntVar) -> int:
+    return list(var.proto.domain)[-1]
+
+
+def _handoff_lifetimes(s: StructureModel) -> dict[str, cp_model.IntVar]:
+    """Each register value's lifetime L_v with the hand-offs of its grouping on its paths: per
+    value, a start t_u for every op between it and its readers (t_v = 0) under the dependences
+    with each crossing edge's hand-off cost (§2.4), and L_v >= t_r + distance x II + read for each
+    reader r (§2.8). Its least value is the longest path with those costs, a maximum of terms
+    (latency sum + costs + read) + (δ_e - Δ_path) II, so L_v / II never grows with II and the
+    family stays monotone. Values whose paths cross no costly edge keep their constant lifetime."""
+    if s.held or not s.cross:
+        return s.held
+    p, m, ii = s.problem, s.m, s.ii
+    for name, (nodes, edges) in _between(p).items():
+        if not p.op(name).regs:
+            continue
+        slack = sum(p.cross_group_cost(p.edges[i]) for i in edges if i in s.cross)
+        if slack == 0:
+            continue
+        lp = s.paths[name]
+        t = {u: 0 if u == name else m.new_int_var(lp[u], lp[u] + slack, f"t[{name},{u}]") for u in nodes}
+        for i in edges:
+            e = p.edges[i]
+            cost = p.cross_group_cost(e) * s.cross[i] if i in s.cross else 0
+            m.add(t[e.dst] >= t[e.src] + e.latency - e.distance * ii + cost)
+        life = s.held[name] = m.new_int_var(s.own_life[name], s.own_life[name] + slack, f"life[{name}]")
+        for e in p.body.out_edges(name):
+            m.add(life >= t[e.dst] + e.distance * ii + read_time(e, p.op(e.dst)))
+    return s.held
+
+
+@per_problem
+def _between(problem: Problem) -> dict[str, tuple[frozenset[str], tuple[int, ...]]]:
+    """For each op with readers: the ops on some path of distance 0 from it to one of its readers,
+    the distance-0 edges among them and its own edges to its readers. Longest paths that take a
+    loop-carried edge are left out: fewer edges only shorten the lifetimes the starts imply, so the
+    bound stays valid, and the starts form no cycle (CP-SAT's presolve loops long on cycles)."""
+    g = nx.DiGraph()
+    g.add_nodes_from(op.name for op in problem.ops)
+    g.add_edges_from((e.src, e.dst) for e in problem.edges if e.src != e.dst and e.distance == 0)
+    out = {}
+    for op in problem.ops:
+        readers = {e.dst for e in problem.body.out_edges(op.name)}
+        if not readers:
+            continue
+        ahead = nx.descendants(g, op.name) | {op.name}
+        behind = set().union(*(nx.ancestors(g, r) | {r} for r in readers & ahead))
+        nodes = frozenset((ahead & behind) | readers | {op.name})
+        out[op.name] = (nodes, tuple(i for i, e in enumerate(problem.edges) if e.src != e.dst and (
+            e.src == op.name or (e.distance == 0 and e.src in behind and e.dst in behind and e.src in ahead))))
+    return out
+
+
+@per_problem
+def _ring_values(problem: Problem) -> frozenset[str]:
+    """Values joined by an in-place edge: a resident ring's lifetimes are summed as the ring's
+    (``bounds.with_resident_rings``), which a lengthened member would count twice."""
+    return frozenset(n for e in problem.edges if e.in_place for n in (e.src, e.dst))
 
 
 def add_handoff_smem(s: StructureModel) -> None:
@@ -200,8 +309,9 @@ def build_structure(problem: Problem, options: SolveOptions, ii: int, drop: tupl
     """The structure relaxation at ``ii`` (II >= RecMII, so shortest lifetimes are defined),
     without the families named in ``drop``."""
     names = [op.name for op in problem.ops if op.regs or op.smem_bytes]
-    own = shortest_lifetimes(problem, ii, names, resident=False) if names else {}
-    s = StructureModel(problem, options, ii, life=with_resident_rings(problem, ii, own), own_life=own)
+    paths = longest_paths(problem, ii, names) if names else {}
+    own = shortest_lifetimes(problem, ii, names, resident=False, paths=paths) if names else {}
+    s = StructureModel(problem, options, ii, life=with_resident_rings(problem, ii, own), own_life=own, paths=paths)
     add_groups(s)
     for name, family in STRUCTURE_FAMILIES:
         if name not in drop:

@@ -212,14 +212,14 @@ def _handoff_lifetimes(s: StructureModel) -> dict[str, cp_model.IntVar]:
     for name, (nodes, edges) in _between(p).items():
         if not p.op(name).regs:
             continue
-        slack = sum(p.cross_group_cost(p.edges[i]) for i in edges if i in s.cross)
+        slack = sum(max(0, p.cross_group_cost(p.edges[i])) for i in edges if i in s.cross)
         if slack == 0:
             continue
         lp = s.paths[name]
         t = {u: 0 if u == name else m.new_int_var(lp[u], lp[u] + slack, f"t[{name},{u}]") for u in nodes}
         for i in edges:
             e = p.edges[i]
-            cost = p.cross_group_cost(e) * s.cross[i] if i in s.cross else 0
+            cost = max(0, p.cross_group_cost(e)) * s.cross[i] if i in s.cross else 0  # a cost < 0 is no bound
             m.add(t[e.dst] >= t[e.src] + e.latency - e.distance * ii + cost)
         life = s.held[name] = m.new_int_var(s.own_life[name], s.own_life[name] + slack, f"life[{name}]")
         for e in p.body.out_edges(name):

@@ -74,6 +74,7 @@ class StructureModel:
     paths: dict[str, dict[str, int]] = field(default_factory=dict)  # longest paths at this II from each value
     held: dict[str, cp_model.IntVar] = field(default_factory=dict)  # lifetimes with the hand-offs on their paths
     copies: dict[str, cp_model.IntVar] = field(default_factory=dict)  # floor(held / II) per value
+    handoffs: bool = True  # lengthen register lifetimes by the hand-offs on their paths (off: proposals)
 
     @property
     def groups(self) -> range:
@@ -206,7 +207,7 @@ def _handoff_lifetimes(s: StructureModel) -> dict[str, cp_model.IntVar]:
     reader r (§2.8). Its least value is the longest path with those costs, a maximum of terms
     (latency sum + costs + read) + (δ_e - Δ_path) II, so L_v / II never grows with II and the
     family stays monotone. Values whose paths cross no costly edge keep their constant lifetime."""
-    if s.held or not s.cross:
+    if s.held or not s.cross or not s.handoffs:
         return s.held
     p, m, ii = s.problem, s.m, s.ii
     for name, (nodes, edges) in _between(p).items():
@@ -305,13 +306,16 @@ _FAMILY_WORDS = {"issue": "in-order issue", "isolation": "load isolation", "regi
                  "smem": "shared-memory hand-offs", "recurrences": "hand-offs on recurrences"}
 
 
-def build_structure(problem: Problem, options: SolveOptions, ii: int, drop: tuple[str, ...] = ()) -> StructureModel:
+def build_structure(problem: Problem, options: SolveOptions, ii: int, drop: tuple[str, ...] = (),
+                    handoffs: bool = True) -> StructureModel:
     """The structure relaxation at ``ii`` (II >= RecMII, so shortest lifetimes are defined),
-    without the families named in ``drop``."""
+    without the families named in ``drop``; without ``handoffs``, each value's shortest lifetime
+    alone (a weaker relaxation, still valid)."""
     names = [op.name for op in problem.ops if op.regs or op.smem_bytes]
     paths = longest_paths(problem, ii, names) if names else {}
     own = shortest_lifetimes(problem, ii, names, resident=False, paths=paths) if names else {}
-    s = StructureModel(problem, options, ii, life=with_resident_rings(problem, ii, own), own_life=own, paths=paths)
+    s = StructureModel(problem, options, ii, life=with_resident_rings(problem, ii, own), own_life=own, paths=paths,
+                       handoffs=handoffs)
     add_groups(s)
     for name, family in STRUCTURE_FAMILIES:
         if name not in drop:
@@ -377,10 +381,12 @@ def propose_grouping(problem: Problem, options: SolveOptions, ii: int, work: Wor
     with the fewest staged hand-off bytes, then the fewest crossing cycles, then the smallest
     largest hold sum (balanced groups leave each the most slack): what a schedule under it pays
     least for; with ``balanced``, the smallest largest hold sum first. None when the relaxation
-    has none in its budget."""
+    has none in its budget. It proposes under each value's shortest lifetime, without the hand-offs'
+    lengthening (``_handoff_lifetimes``), which only the floor uses: proposed under it, the schedules
+    of ten large suite bodies moved, six of them up (docs/benchmarks_notes.md, session 27)."""
     if options.swp_only or work.left() <= 0:
         return None
-    s = build_structure(problem, options, ii)
+    s = build_structure(problem, options, ii, handoffs=False)
     p = problem
     if count is not None:
         if count > len(s.groups):

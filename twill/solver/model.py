@@ -23,12 +23,12 @@ from twill.options import SolveOptions
 from twill.problem import Problem, per_problem
 from twill.problem import read_time as _read_time
 
-__all__ = ["ScheduleModel", "JOINT_FAMILIES", "build_model", "GroupVars", "group_variables", "isolate"]
+__all__ = ["ScheduleModel", "JOINT_FAMILIES", "build_model", "GroupVars", "group_variables", "isolate", "upper"]
 
 LinearExpr = cp_model.LinearExprT
 
 
-def _upper(var: cp_model.IntVar) -> int:
+def upper(var: cp_model.IntVar) -> int:
     """A variable's largest value (the proto wrapper does not index from the end)."""
     return list(var.proto.domain)[-1]
 
@@ -94,7 +94,7 @@ class ScheduleModel:
                 for e in self.p.body.out_edges(op.name)]
         if not ends:
             ends = [start + op.latency]
-        top = _upper(self.length) + self.max_stage * self.ii_hi + 2 * self.ii_hi
+        top = upper(self.length) + self.max_stage * self.ii_hi + 2 * self.ii_hi
         end = m.new_int_var(0, top, f"end[{op.name}]")
         m.add_max_equality(end, ends)
         life = m.new_int_var(0, top, f"life[{op.name}]")
@@ -351,7 +351,7 @@ def _allocated(v: ScheduleModel, budgets: list[int]) -> tuple[LinearExpr, Linear
     m, w = v.m, v.p.arch.reg_alloc_warps()
     if w == 1:
         return sum(v.warps), sum(v.reg_words)
-    top = _upper(v.warps[0]) if v.groups else 0
+    top = upper(v.warps[0]) if v.groups else 0
     shared = m.new_int_var_from_domain(cp_model.Domain.from_values(budgets), "narrow_budget")
     narrow_warps, wide_warps, wide_words = [], [], []
     for g in v.groups:
@@ -367,7 +367,7 @@ def _allocated(v: ScheduleModel, budgets: list[int]) -> tuple[LinearExpr, Linear
         ww = m.new_int_var(0, top, f"wide_warps[{g}]")
         m.add(ww == v.warps[g] - nw)
         wide_warps.append(ww)
-        wr = m.new_int_var(0, _upper(v.reg_words[g]), f"wide_words[{g}]")
+        wr = m.new_int_var(0, upper(v.reg_words[g]), f"wide_words[{g}]")
         m.add(wr == v.reg_words[g]).only_enforce_if(~narrow)
         m.add(wr == 0).only_enforce_if(narrow)
         wide_words.append(wr)
@@ -454,7 +454,7 @@ def add_register_budgets(v: ScheduleModel) -> None:
             x = v.in_group[op.name, g]
             intervals += v.modular_copies(v.offset[op.name], rest, f"live[{op.name},{g}]", x)
             demands += [op.regs, op.regs]
-            full_here = m.new_int_var(0, _upper(full), f"live_full[{op.name},{g}]")
+            full_here = m.new_int_var(0, upper(full), f"live_full[{op.name},{g}]")
             m.add(full_here == full).only_enforce_if(x)
             m.add(full_here == 0).only_enforce_if(~x)
             full_words.append(op.regs * full_here)
@@ -462,7 +462,7 @@ def add_register_budgets(v: ScheduleModel) -> None:
             # The full copies are live at every cycle, so their words come off the capacity. (They
             # used to sit on a [0, II) interval with a variable demand under this variable capacity:
             # CP-SAT 9.15 then proves feasible models infeasible; docs/benchmarks_notes.md.)
-            room = m.new_int_var(0, 32 * _upper(v.reg_words[g]), f"register_room[{g}]")
+            room = m.new_int_var(0, 32 * upper(v.reg_words[g]), f"register_room[{g}]")
             m.add(room == v.register_room(g) - sum(full_words))
             m.add_cumulative(intervals, demands, room)
 
@@ -528,16 +528,16 @@ def add_register_average(v: ScheduleModel) -> None:
         for op in regs:
             v.lifetime_of(op)
             life = v.life[op.name]
-            here = m.new_int_var(0, _upper(life), f"life_here[{op.name},{g}]")
+            here = m.new_int_var(0, upper(life), f"life_here[{op.name},{g}]")
             m.add(here == life).only_enforce_if(v.in_group[op.name, g])
             m.add(here == 0).only_enforce_if(~v.in_group[op.name, g])
             terms.append(op.regs * here)
-        room = m.new_int_var(0, 32 * _upper(v.reg_words[g]), f"register_room_avg[{g}]")
+        room = m.new_int_var(0, 32 * upper(v.reg_words[g]), f"register_room_avg[{g}]")
         m.add(room == v.register_room(g))
         if v.ii_lo == v.ii_hi:
             m.add(sum(terms) <= room * v.ii_lo)
         else:
-            capacity = m.new_int_var(0, _upper(room) * v.ii_hi, f"register_room_cycles[{g}]")
+            capacity = m.new_int_var(0, upper(room) * v.ii_hi, f"register_room_cycles[{g}]")
             m.add_multiplication_equality(capacity, [room, v.ii])
             m.add(sum(terms) <= capacity)
 

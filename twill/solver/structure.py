@@ -42,7 +42,7 @@ from twill.bounds import colive_values, longest_paths, shortest_lifetimes, with_
 from twill.ir import Carrier, Op
 from twill.options import SolveOptions
 from twill.problem import Problem, per_problem, read_time
-from twill.solver.model import group_variables, isolate
+from twill.solver.model import group_variables, isolate, upper
 from twill.solver.run import Budget, Work, solver
 
 __all__ = ["StructureModel", "STRUCTURE_FAMILIES", "build_structure", "structure_floor", "propose_grouping",
@@ -174,12 +174,12 @@ def _copies_in(s: StructureModel, op: Op, g: int, longer: dict[str, cp_model.Int
     live at every cycle: the shortest lifetime's copies times x, plus what the hand-offs add (the
     first None where it is 0 whatever the grouping)."""
     x, least = s.x[op.name, g], s.own_life[op.name] // s.ii
-    if op.name not in longer or _upper(longer[op.name]) // s.ii == least:
+    if op.name not in longer or upper(longer[op.name]) // s.ii == least:
         return least * x if least else None, max(1, least) * x
     f = s.copies.get(op.name)
     if f is None:
         life = longer[op.name]
-        f = s.copies[op.name] = s.m.new_int_var(least, _upper(life) // s.ii, f"copies[{op.name}]")
+        f = s.copies[op.name] = s.m.new_int_var(least, upper(life) // s.ii, f"copies[{op.name}]")
         s.m.add(f * s.ii >= life - s.ii + 1)
     return (least * x + _excess(s, f, least, x, f"copies[{op.name},{g}]"),
             max(1, least) * x + _excess(s, f, max(1, least), x, f"copies1[{op.name},{g}]"))
@@ -188,16 +188,12 @@ def _copies_in(s: StructureModel, op: Op, g: int, longer: dict[str, cp_model.Int
 def _excess(s: StructureModel, var: cp_model.IntVar, base: int, x: cp_model.IntVar, name: str) -> cp_model.LinearExprT:
     """max(0, var - base) where x holds, else anything >= 0: the part of a lengthened quantity
     above its constant lower bound (0 where ``var`` cannot exceed it)."""
-    top = _upper(var) - base
+    top = upper(var) - base
     if top <= 0:
         return 0
     extra = s.m.new_int_var(0, top, name)
     s.m.add(extra >= var - base).only_enforce_if(x)
     return extra
-
-
-def _upper(var: cp_model.IntVar) -> int:
-    return list(var.proto.domain)[-1]
 
 
 def _handoff_lifetimes(s: StructureModel) -> dict[str, cp_model.IntVar]:

@@ -199,7 +199,7 @@ def main() -> None:
         if args.only:  # the rerun rows replace theirs; the rest keep their last measurement
             fresh = {tuple(r[:3]): r for r in rows}
             rows = [fresh.pop(tuple(r[:3]), r) for r in table.get("programs", {}).get("rows", [])] + list(fresh.values())
-        table["programs"] = {"date": dt.date.today().isoformat(), "rows": rows}
+        table["programs"] = {"date": dt.date.today().isoformat(), "rows": rows, "load": round(load, 1)}
     if "graphs" in sections:
         table["graphs"] = {"date": dt.date.today().isoformat(), "rows": graph_rows(args.repeat, args.time_limit)}
     TABLE_RESULTS.write_text(json.dumps(table, indent=1) + "\n")
@@ -219,7 +219,8 @@ def main() -> None:
         f"{dt.date.today().isoformat()}" + (f" (kept from earlier runs: {', '.join(kept)}; `bench/results/table.json`)."
                                             if kept else "."),
         f"Machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
-        f"OR-Tools {ortools.__version__}, load average {load:.1f} at the start (other jobs on the "
+        f"OR-Tools {ortools.__version__}, load average {table.get('programs', {}).get('load', load):.1f} when "
+        f"the programs rows were measured (other jobs on the "
         f"machine slow every timing). Default solve options (all objectives, 10 s per secondary phase).",
         "",
         "| " + " | ".join(header) + " |",

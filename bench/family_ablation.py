@@ -20,7 +20,7 @@ from twill.arch.registry import get_arch
 from twill.body_json import read_body
 from twill.ir import LoopBody
 from twill.options import SolveOptions
-from twill.problem import build_problem
+from twill.problem import Problem, build_problem
 from twill.solver import model
 from twill.solver.run import Work, solver
 
@@ -42,9 +42,8 @@ def load_body(name: str) -> LoopBody:
     raise SystemExit(f"{name}: neither a body .json nor a suite case id")
 
 
-def probe(body: LoopBody, arch: str, ii: int, units: float, drop: frozenset[str]) -> tuple[str, float]:
+def probe(problem: Problem, ii: int, units: float, drop: frozenset[str]) -> tuple[str, float]:
     """(CP-SAT status, units spent) of the joint model at ``ii`` without the families in ``drop``."""
-    problem = build_problem(body, get_arch(arch))
     families = model.JOINT_FAMILIES
     model.JOINT_FAMILIES = tuple((name, f) for name, f in families if name not in drop)
     try:
@@ -65,14 +64,14 @@ def main() -> None:
     ap.add_argument("--units", type=float, default=5.0)
     ap.add_argument("--drop", nargs="*", default=list(DROPS), help="family sets to leave out ('' = none)")
     args = ap.parse_args()
-    body = load_body(args.body)
+    problem = build_problem(load_body(args.body), get_arch(args.arch))
     known = {name for name, _ in model.JOINT_FAMILIES}
     print(f"| {args.body} at II {args.ii} | left out | status | units |\n|---|---|---|---|")
     for spec in args.drop:
         drop = frozenset(n for n in spec.split(",") if n)
         if drop - known:
             raise SystemExit(f"unknown families {sorted(drop - known)}; known: {sorted(known)}")
-        status, spent = probe(body, args.arch, args.ii, args.units, drop)
+        status, spent = probe(problem, args.ii, args.units, drop)
         print(f"| | {', '.join(sorted(drop)) or '(none)'} | {status} | {spent:.2f} |", flush=True)
 
 

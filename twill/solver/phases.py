@@ -38,6 +38,7 @@ from twill.options import SolveOptions
 from twill.problem import Problem
 from twill.solver import hints
 from twill.solver.assemble import Assignment
+from twill.solver.groupings import decide_by_groupings
 from twill.solver.model import ScheduleModel, build_model
 from twill.solver.run import RESTARTS, SEARCH_AND_BOUND, Budget, Progress, Solver, Work, attempts, solver
 from twill.solver.strategies import producer_consumer_split
@@ -98,6 +99,7 @@ class Context:
     refutations: list[tuple[int, int, str]] = field(default_factory=list)  # (lo, hi, by what): the proof
     window: Window | None = None  # the window being decided
     swept: float = 0.0  # work the sweep has spent over all windows (``SWEEP_TOTAL``)
+    groupings_first: bool = False  # Benders over groupings decided a probe the joint model left undecided
     refuted_below: int = 0  # on a monotone problem the highest refuted II + 1, every II below refuted; else 0
     monotone: bool = field(init=False)  # feasibility closed upwards in II (design.md §3.1e)
 
@@ -445,6 +447,10 @@ SWEEP_II_LP = (2, 1)
 # session 26).
 BISECT_HINTED = 1.0
 BISECT_COLD_LP = 2
+# Benders over groupings (``_groupings_probe``), for bodies of at most GROUPINGS_MAX_OPS ops: the cores need few
+# groupings there (docs/benchmarks_notes.md, "Benders over groupings in the bisection", issue 16)
+GROUPINGS_MAX_OPS = 40
+GROUPING_UNITS = 1.0  # one grouping's joint solve
 
 
 def bisection(ctx: Context, w: Window, budget: Budget) -> Outcome:
@@ -572,7 +578,9 @@ def _bisect_probe(ctx: Context, ii: int, budget: Budget, until: float, cold: boo
     moved to ``ii``, at LP level 1 for at most ``BISECT_HINTED`` units (it repairs at once or not at all; restricted
     to probes within 2% under the schedule, two FA proofs of the suite were lost); then cold at LP level
     ``BISECT_COLD_LP``, where refutations come cheapest, with the probe's whole budget in one solve (the repair's
-    short try comes on top: it is the finder, the cold solve the refuter). ``cold=False``: the repair alone."""
+    short try comes on top: it is the finder, the cold solve the refuter). ``cold=False``: the repair alone.
+    Where the cold solve stays undecided, Benders over groupings (``_groupings_probe``) gets the probe's budget
+    once more; once it has decided a probe the joint model could not, it goes before the cold solve."""
     plan = (([(True, 1, BISECT_HINTED)] if ctx.upper is not None else [])
             + ([(False, BISECT_COLD_LP, budget.at_least)] if cold else []))
 
@@ -583,7 +591,31 @@ def _bisect_probe(ctx: Context, ii: int, budget: Budget, until: float, cold: boo
                 return
             yield hinted, units, 0, lp
 
-    return _solve_in_turn(ctx, build_model(ctx.problem, ctx.options, ii, ii), ii, steps())
+    benders = cold and _groupings_apply(ctx)
+    if benders and ctx.groupings_first:
+        status, found = _groupings_probe(ctx, ii, budget, until)
+        if status != cp_model.UNKNOWN:
+            return status, found
+    status, found = _solve_in_turn(ctx, build_model(ctx.problem, ctx.options, ii, ii), ii, steps())
+    if status == cp_model.UNKNOWN and benders and not ctx.groupings_first:
+        status, found = _groupings_probe(ctx, ii, budget, until)
+        ctx.groupings_first = status != cp_model.UNKNOWN
+    return status, found
+
+
+def _groupings_apply(ctx: Context) -> bool:
+    """Benders over groupings applies where the groups are free and few enough ops make the grouping space small
+    (``GROUPINGS_MAX_OPS``)."""
+    o = ctx.options
+    return not o.swp_only and not o.fixed_groups and len(ctx.problem.ops) <= GROUPINGS_MAX_OPS
+
+
+def _groupings_probe(ctx: Context, ii: int, budget: Budget, until: float) -> tuple[int, Found | None]:
+    """``ii`` decided by Benders over groupings (``twill.solver.groupings``) within the probe's budget."""
+    mark = min(until, ctx.work.until(budget.at_least))
+    status, v, s = decide_by_groupings(ctx.problem, ctx.options, ii, ctx.work, mark, GROUPING_UNITS)
+    ctx.report(f"  Benders over groupings at II {ii}: {_VERDICT_WORDS.get(status, 'undecided')}")
+    return status, (Found(v, s) if v is not None and s is not None else None)
 
 
 def _no_less(b: Budget, share: Budget) -> Budget:

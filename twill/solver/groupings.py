@@ -1,0 +1,88 @@
+"""Logic-based Benders over groupings: refute one II by refuting every warp-group structure at it.
+
+The joint model at a fixed II stalls where register peaks decide (docs/benchmarks_notes.md, "Where the search
+stalls"), yet with the grouping fixed it often refutes at once. So at one II:
+
+1. the structure relaxation (``twill.solver.structure``, a relaxation over groupings) proposes a grouping
+   that meets its conditions and every cut so far; none left: the II is refuted;
+2. the joint model at the II decides it with the grouping stated as assumptions on pair literals (two ops in
+   one group, or not; labels do not enter, so a grouping and its relabellings are one);
+3. refuted: CP-SAT's sufficient assumptions are a core, a set of pair relations no schedule at this II can
+   meet together; the cut "at least one of them changes" goes into the structure model and the loop goes on;
+   a schedule ends the loop with that schedule, an undecided solve with nothing proven.
+
+Sound because every schedule at the II has a grouping, which the structure relaxation admits and which meets
+no core; the joint model's symmetry breaking keeps one of every set of equivalent schedules, so a core refutes
+only groupings whose schedules all have an equivalent one elsewhere, which the loop still has to refute.
+Deterministic: every solve is on one worker within a deterministic budget. Measured on the suite in
+docs/benchmarks_notes.md ("Benders over groupings as a floor", issue 16).
+"""
+
+from __future__ import annotations
+
+import itertools
+
+from ortools.sat.python import cp_model
+
+from twill.options import SolveOptions
+from twill.problem import Problem
+from twill.solver.model import ScheduleModel, build_model
+from twill.solver.run import Solver, Work, solver
+from twill.solver.structure import build_structure
+
+__all__ = ["decide_by_groupings"]
+
+FEASIBLE = (cp_model.OPTIMAL, cp_model.FEASIBLE)
+PROPOSE_UNITS = 1.0  # one proposal of the structure relaxation under the cuts (most take well under 0.1)
+
+
+def _pair_literals(m: cp_model.CpModel, group_of: dict[str, cp_model.IntVar],
+                   names: list[str]) -> dict[tuple[str, str], cp_model.IntVar]:
+    """A literal per pair of ops, true iff both sit in one group."""
+    out = {}
+    for a, b in itertools.combinations(names, 2):
+        same = out[a, b] = m.new_bool_var(f"same[{a},{b}]")
+        m.add(group_of[a] == group_of[b]).only_enforce_if(same)
+        m.add(group_of[a] != group_of[b]).only_enforce_if(~same)
+    return out
+
+
+def decide_by_groupings(problem: Problem, options: SolveOptions, ii: int, work: Work, until: float,
+                        per_grouping: float) -> tuple[int, ScheduleModel | None, Solver | None]:
+    """(CP-SAT status, model, solver) of the loop above at ``ii``, within the work mark ``until`` and
+    ``per_grouping`` units per joint solve: INFEASIBLE when every grouping is refuted; FEASIBLE with the joint
+    model at ``ii`` (its assumptions cleared) and the solver holding the schedule found under a grouping;
+    UNKNOWN when a solve stayed undecided or the work ran out."""
+    names = [op.name for op in problem.ops]
+    s = build_structure(problem, options, ii)
+    proposed = _pair_literals(s.m, s.group_of, names)
+    v = build_model(problem, options, ii, ii)
+    asked = _pair_literals(v.m, v.group_of, names)
+    key_of = {lit.index: key for key, lit in asked.items()}
+    while work.spent < until and work.left() > 0:
+        sv = solver(work, min(PROPOSE_UNITS, until - work.spent), 1)
+        status = sv.solve(s.m)
+        if status == cp_model.INFEASIBLE:
+            return cp_model.INFEASIBLE, None, None
+        if status not in FEASIBLE:
+            break
+        group = {n: sv.value(s.group_of[n]) for n in names}
+        v.m.clear_assumptions()
+        v.m.add_assumptions([lit if group[a] == group[b] else ~lit for (a, b), lit in asked.items()])
+        js = solver(work, min(per_grouping, until - work.spent), 1, linearization=2)
+        status = js.solve(v.m)
+        if status in FEASIBLE:
+            v.m.clear_assumptions()
+            return cp_model.FEASIBLE, v, js
+        if status != cp_model.INFEASIBLE:
+            break
+        core = [key_of[_var(i)] for i in js.sufficient_assumptions_for_infeasibility() if _var(i) in key_of]
+        if not core:  # infeasible whatever the grouping
+            return cp_model.INFEASIBLE, None, None
+        s.m.add_bool_or([~proposed[key] if group[key[0]] == group[key[1]] else proposed[key] for key in core])
+    return cp_model.UNKNOWN, None, None
+
+
+def _var(literal: int) -> int:
+    """The variable index of a literal index (CP-SAT writes the negation of x as -x - 1)."""
+    return literal if literal >= 0 else -literal - 1

@@ -442,10 +442,22 @@ def lower_bound(problem: Problem, options: SolveOptions, bounds: Bounds | None =
 
 def bound_and_reason(problem: Problem, options: SolveOptions, bounds: Bounds | None = None) -> tuple[int, str]:
     """``lower_bound`` and a sentence naming what binds it."""
+    lb, why, _ = _bound(problem, options, bounds)
+    return lb, why
+
+
+def binding_memory(problem: Problem, options: SolveOptions) -> str | None:
+    """The memory whose average occupancy sets ``lower_bound`` ("tmem", "smem", "registers"), or None where a
+    unit, a recurrence, a hold or in-order issue does."""
+    storage = _bound(problem, options, None)[2]
+    return None if storage is None else storage.memory
+
+
+def _bound(problem: Problem, options: SolveOptions, bounds: Bounds | None) -> tuple[int, str, StorageBound | None]:
     b = bounds or compute_bounds(problem)
     lb, why = b.mii, b.binding()
     if options.swp_only:
-        return lb, why
+        return lb, why, None
     holder = max(problem.ops, key=lambda op: problem.hold(op.name))
     if problem.hold(holder.name) > lb:
         lb, why = problem.hold(holder.name), f"op {holder.name!r} holds its warp group {problem.hold(holder.name)} cycles"
@@ -459,7 +471,7 @@ def bound_and_reason(problem: Problem, options: SolveOptions, bounds: Bounds | N
                               reason=str(err)) from None
     if storage is not None:
         lb, why = storage.ii, storage.sentence()
-    return lb, why
+    return lb, why, storage
 
 
 def issue_mii(problem: Problem, options: SolveOptions) -> tuple[int, str] | None:

@@ -24,6 +24,7 @@ import itertools
 
 from ortools.sat.python import cp_model
 
+from twill.bounds import rec_mii
 from twill.options import SolveOptions
 from twill.problem import Problem
 from twill.solver.model import ScheduleModel, build_model
@@ -53,6 +54,11 @@ def decide_by_groupings(problem: Problem, options: SolveOptions, ii: int, work: 
     ``per_grouping`` units per joint solve: INFEASIBLE when every grouping is refuted; FEASIBLE with the joint
     model at ``ii`` (its assumptions cleared) and the solver holding the schedule found under a grouping;
     UNKNOWN when a solve stayed undecided or the work ran out."""
+    if work.spent >= until or work.left() <= 0:  # out of work, or the wall-clock cap passed: build nothing
+        return cp_model.UNKNOWN, None, None
+    recurrence = rec_mii(problem)
+    if recurrence is not None and ii < recurrence.ii:  # a dependence cycle outlasts its distance x II
+        return cp_model.INFEASIBLE, None, None
     names = [op.name for op in problem.ops]
     s = build_structure(problem, options, ii)
     proposed = _pair_literals(s.m, s.group_of, names)

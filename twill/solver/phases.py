@@ -30,10 +30,11 @@ import math
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from enum import Enum
+from functools import cached_property
 
 from ortools.sat.python import cp_model
 
-from twill.bounds import monotone_in_ii, stage_bound
+from twill.bounds import binding_memory, monotone_in_ii, stage_bound
 from twill.options import SolveOptions
 from twill.problem import Problem
 from twill.solver import hints
@@ -99,12 +100,17 @@ class Context:
     refutations: list[tuple[int, int, str]] = field(default_factory=list)  # (lo, hi, by what): the proof
     window: Window | None = None  # the window being decided
     swept: float = 0.0  # work the sweep has spent over all windows (``SWEEP_TOTAL``)
-    groupings_first: bool = False  # Benders over groupings decided a probe the joint model left undecided
+    groupings: bool | None = None  # Benders over groupings: untried, decided a probe the joint model did not, or not
     refuted_below: int = 0  # on a monotone problem the highest refuted II + 1, every II below refuted; else 0
     monotone: bool = field(init=False)  # feasibility closed upwards in II (design.md §3.1e)
 
     def __post_init__(self) -> None:
         self.monotone = monotone_in_ii(self.problem)
+
+    @cached_property
+    def registers_bind(self) -> bool:
+        """Whether the register file's average occupancy sets the static bound (``bounds.binding_memory``)."""
+        return binding_memory(self.problem, self.options) == "registers"
 
     @property
     def memory(self) -> bool:
@@ -451,6 +457,7 @@ BISECT_COLD_LP = 2
 # groupings there (docs/benchmarks_notes.md, "Benders over groupings in the bisection", issue 16)
 GROUPINGS_MAX_OPS = 40
 GROUPING_UNITS = 1.0  # one grouping's joint solve
+GROUPINGS_PROBE = 2.0  # the most one II's Benders loop spends
 
 
 def bisection(ctx: Context, w: Window, budget: Budget) -> Outcome:
@@ -579,8 +586,9 @@ def _bisect_probe(ctx: Context, ii: int, budget: Budget, until: float, cold: boo
     to probes within 2% under the schedule, two FA proofs of the suite were lost); then cold at LP level
     ``BISECT_COLD_LP``, where refutations come cheapest, with the probe's whole budget in one solve (the repair's
     short try comes on top: it is the finder, the cold solve the refuter). ``cold=False``: the repair alone.
-    Where the cold solve stays undecided, Benders over groupings (``_groupings_probe``) gets the probe's budget
-    once more; once it has decided a probe the joint model could not, it goes before the cold solve."""
+    The first time the cold solve stays undecided, Benders over groupings (``_groupings_probe``) gets the probe's
+    budget once more (at most ``GROUPINGS_PROBE``): if it decides the probe, it goes before the cold solve from then on; if not, it is not tried
+    again (one-tile FA h100: both undecided at 2416, and the budget it took cost the floor 2405 -> 2394)."""
     plan = (([(True, 1, BISECT_HINTED)] if ctx.upper is not None else [])
             + ([(False, BISECT_COLD_LP, budget.at_least)] if cold else []))
 
@@ -592,27 +600,32 @@ def _bisect_probe(ctx: Context, ii: int, budget: Budget, until: float, cold: boo
             yield hinted, units, 0, lp
 
     benders = cold and _groupings_apply(ctx)
-    if benders and ctx.groupings_first:
+    if benders and ctx.groupings is True:
         status, found = _groupings_probe(ctx, ii, budget, until)
         if status != cp_model.UNKNOWN:
             return status, found
     status, found = _solve_in_turn(ctx, build_model(ctx.problem, ctx.options, ii, ii), ii, steps())
-    if status == cp_model.UNKNOWN and benders and not ctx.groupings_first:
+    if status == cp_model.UNKNOWN and benders and ctx.groupings is None:
         status, found = _groupings_probe(ctx, ii, budget, until)
-        ctx.groupings_first = status != cp_model.UNKNOWN
+        ctx.groupings = status != cp_model.UNKNOWN
     return status, found
 
 
 def _groupings_apply(ctx: Context) -> bool:
-    """Benders over groupings applies where the groups are free and few enough ops make the grouping space small
-    (``GROUPINGS_MAX_OPS``)."""
+    """Benders over groupings applies where the register file sets the static bound (there the joint model stalls
+    on the register peaks, which a pinned grouping decides at once), the groups are free and few enough ops make
+    the grouping space small (``GROUPINGS_MAX_OPS``). Elsewhere what it spends undecided costs the probes after it
+    their proofs (one-tile FA h100: floor 2405 -> 2394; FA forward 2 sub-tiles d256 b200: 5976 -> 6603)."""
     o = ctx.options
-    return not o.swp_only and not o.fixed_groups and len(ctx.problem.ops) <= GROUPINGS_MAX_OPS
+    return (not o.swp_only and not o.fixed_groups and len(ctx.problem.ops) <= GROUPINGS_MAX_OPS
+            and ctx.registers_bind)
 
 
 def _groupings_probe(ctx: Context, ii: int, budget: Budget, until: float) -> tuple[int, Found | None]:
-    """``ii`` decided by Benders over groupings (``twill.solver.groupings``) within the probe's budget."""
-    mark = min(until, ctx.work.until(budget.at_least))
+    """``ii`` decided by Benders over groupings (``twill.solver.groupings``) within the probe's budget, at most
+    ``GROUPINGS_PROBE`` units: where it decides, it does so within that (random-regs-16009: 1.0-1.9 units per
+    refuted II), and what it spends undecided is taken from the probes after it."""
+    mark = min(until, ctx.work.until(min(budget.at_least, GROUPINGS_PROBE)))
     status, v, s = decide_by_groupings(ctx.problem, ctx.options, ii, ctx.work, mark, GROUPING_UNITS)
     ctx.report(f"  Benders over groupings at II {ii}: {_VERDICT_WORDS.get(status, 'undecided')}")
     return status, (Found(v, s) if v is not None and s is not None else None)

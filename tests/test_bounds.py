@@ -7,6 +7,7 @@ from twill.arch.registry import get_arch
 from twill.bounds import (
     _gap_cuts,
     _storage_excess,
+    binding_memory,
     bound_and_reason,
     compute_bounds,
     residue_cuts,
@@ -126,3 +127,16 @@ def test_a_resident_rings_shortfall_lengthens_one_member_only_for_sums():
     ring = shortest_lifetimes(p, 2048, ["pv0", "rescale0"])
     own = shortest_lifetimes(p, 2048, ["pv0", "rescale0"], resident=False)
     assert ring["pv0"] + ring["rescale0"] == 2048 and own == {"pv0": 571, "rescale0": 75}
+
+
+def test_the_binding_memory_is_named_where_a_memory_sets_the_bound():
+    """random-regs-16009 (b200) is bound by the register file's average occupancy, FA forward on h100 by its
+    tensor cores (no memory): what decides where Benders over groupings runs (design.md §3.1f)."""
+    from twill.random_loops import random_body
+
+    b200, h100 = get_arch("b200"), get_arch("h100")
+    regs = build_problem(random_body(16009, 19, profile="regs"), b200)
+    assert binding_memory(regs, SolveOptions()) == "registers"
+    assert bound_and_reason(regs, SolveOptions())[1].startswith("registers:")
+    assert binding_memory(build_problem(load_program("fa_fwd", h100, {"subtiles": 2}), h100), SolveOptions()) is None
+    assert binding_memory(regs, SolveOptions(swp_only=True)) is None

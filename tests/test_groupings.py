@@ -48,3 +48,15 @@ def test_benders_refutes_an_ii_the_joint_model_leaves_undecided():
     work = Work.starting_now(600.0, 10.0)
     assert solver(work, 10.0, 1, linearization=2).solve(build_model(p, SolveOptions(workers=1), 1900, 1900).m) \
         == cp_model.UNKNOWN
+
+
+@pytest.mark.slow
+def test_the_search_lifts_its_floor_with_benders_where_registers_bind():
+    """random-regs-16009 at the suite's budget (30 units, 2 workers): the bisection's joint probe at the structure
+    floor 1810 is undecided, Benders over groupings refutes it and then, going first, 1839 and 1897; the search
+    without it ends at 2740 >= 1810 (docs/benchmarks_notes.md, "Benders over groupings in the bisection")."""
+    from twill.solver import solve
+
+    p = build_problem(random_body(16009, 19, profile="regs"), get_arch("b200"))
+    sched = solve(p, SolveOptions(workers=2, work_limit=30.0, time_limit=600.0))
+    assert sched.ii_lower_bound >= 1898 and sched.ii <= 2740

@@ -15,7 +15,7 @@ Sound because every schedule at the II has a grouping, which the structure relax
 no core; the joint model's symmetry breaking keeps one of every set of equivalent schedules, so a core refutes
 only groupings whose schedules all have an equivalent one elsewhere, which the loop still has to refute.
 Deterministic: every solve is on one worker within a deterministic budget. Measured on the suite in
-docs/benchmarks_notes.md ("Benders over groupings as a floor", issue 16).
+docs/benchmarks_notes.md ("Benders over groupings in the bisection", issue 16).
 """
 
 from __future__ import annotations

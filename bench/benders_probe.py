@@ -20,7 +20,6 @@ assumptions on pair literals (same group / different groups, label-free), and a 
 from __future__ import annotations
 
 import argparse
-import itertools
 import sys
 import time
 from pathlib import Path
@@ -34,6 +33,7 @@ from twill.arch.registry import get_arch  # noqa: E402
 from twill.ir import LoopBody  # noqa: E402
 from twill.options import SolveOptions  # noqa: E402
 from twill.problem import Problem, build_problem  # noqa: E402
+from twill.solver.groupings import pair_literals  # noqa: E402
 from twill.solver.hints import first_use_labels  # noqa: E402
 from twill.solver.model import build_model  # noqa: E402
 from twill.solver.run import Work, solver  # noqa: E402
@@ -161,25 +161,15 @@ def decide(p: Problem, ii: int, units: float, cap: int, core_units: float | None
           f"(pinned solves: median {median:.2f}), {time.time() - t0:.0f} s")
 
 
-def _pairs(m: cp_model.CpModel, group_of: dict, names: list[str]) -> dict[tuple[str, str], cp_model.IntVar]:
-    """A literal per pair of ops: true iff both sit in one group (labels do not matter to it)."""
-    out = {}
-    for a, b in itertools.combinations(names, 2):
-        same = out[a, b] = m.new_bool_var(f"same[{a},{b}]")
-        m.add(group_of[a] == group_of[b]).only_enforce_if(same)
-        m.add(group_of[a] != group_of[b]).only_enforce_if(~same)
-    return out
-
-
 def decide_by_assumptions(p: Problem, ii: int, units: float, cap: int) -> None:
     """The loop of ``decide`` with CP-SAT's own cores: the joint model at ``ii`` is built once, each grouping is
     a set of assumptions on pair literals, and a refuted grouping's sufficient assumptions become the cut. An
     undecided grouping is counted and its whole partition cut (the II then stays undecided)."""
     names = [o.name for o in p.ops]
     s = build_structure(p, SolveOptions(workers=1), ii)
-    cut_pairs = _pairs(s.m, s.group_of, names)
+    cut_pairs = pair_literals(s.m, s.group_of, names)
     v = build_model(p, SolveOptions(workers=1), ii, ii)
-    pairs = _pairs(v.m, v.group_of, names)
+    pairs = pair_literals(v.m, v.group_of, names)
     by_index = {lit.index: key for key, lit in pairs.items()}
     tried, undecided, spent, sizes, t0 = 0, 0, 0.0, [], time.time()
     verdict = "undecided (cap)"

@@ -31,13 +31,13 @@ from twill.solver.model import ScheduleModel, build_model
 from twill.solver.run import Solver, Work, solver
 from twill.solver.structure import build_structure
 
-__all__ = ["decide_by_groupings"]
+__all__ = ["decide_by_groupings", "pair_literals"]
 
 FEASIBLE = (cp_model.OPTIMAL, cp_model.FEASIBLE)
 PROPOSE_UNITS = 1.0  # one proposal of the structure relaxation under the cuts (most take well under 0.1)
 
 
-def _pair_literals(m: cp_model.CpModel, group_of: dict[str, cp_model.IntVar],
+def pair_literals(m: cp_model.CpModel, group_of: dict[str, cp_model.IntVar],
                    names: list[str]) -> dict[tuple[str, str], cp_model.IntVar]:
     """A literal per pair of ops, true iff both sit in one group."""
     out = {}
@@ -61,9 +61,9 @@ def decide_by_groupings(problem: Problem, options: SolveOptions, ii: int, work: 
         return cp_model.INFEASIBLE, None, None
     names = [op.name for op in problem.ops]
     s = build_structure(problem, options, ii)
-    proposed = _pair_literals(s.m, s.group_of, names)
+    proposed = pair_literals(s.m, s.group_of, names)
     v = build_model(problem, options, ii, ii)
-    asked = _pair_literals(v.m, v.group_of, names)
+    asked = pair_literals(v.m, v.group_of, names)
     key_of = {lit.index: key for key, lit in asked.items()}
     while work.spent < until and work.left() > 0:
         sv = solver(work, min(PROPOSE_UNITS, until - work.spent), 1)

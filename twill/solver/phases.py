@@ -453,8 +453,9 @@ SWEEP_II_LP = (2, 1)
 # session 26).
 BISECT_HINTED = 1.0
 BISECT_COLD_LP = 2
-# Benders over groupings (``_groupings_probe``), for bodies of at most GROUPINGS_MAX_OPS ops: the cores need few
-# groupings there (docs/benchmarks_notes.md, "Benders over groupings in the bisection", issue 16)
+# Benders over groupings (``_groupings_probe``), for bodies of at most GROUPINGS_MAX_OPS ops: measured on the
+# suite's register-bound bodies of 12-25 ops, where a refuted II took 1-7 groupings; the grouping space grows
+# fast with the ops (docs/benchmarks_notes.md, "Benders over groupings in the bisection", issue 16)
 GROUPINGS_MAX_OPS = 40
 GROUPING_UNITS = 1.0  # one grouping's joint solve
 GROUPINGS_PROBE = 2.0  # the most one II's Benders loop spends
@@ -586,9 +587,9 @@ def _bisect_probe(ctx: Context, ii: int, budget: Budget, until: float, cold: boo
     to probes within 2% under the schedule, two FA proofs of the suite were lost); then cold at LP level
     ``BISECT_COLD_LP``, where refutations come cheapest, with the probe's whole budget in one solve (the repair's
     short try comes on top: it is the finder, the cold solve the refuter). ``cold=False``: the repair alone.
-    The first time the cold solve stays undecided, Benders over groupings (``_groupings_probe``) gets the probe's
-    budget once more (at most ``GROUPINGS_PROBE``): if it decides the probe, it goes before the cold solve from then on; if not, it is not tried
-    again (one-tile FA h100: both undecided at 2416, and the budget it took cost the floor 2405 -> 2394)."""
+    Where Benders over groupings applies (``_groupings_apply``), the first probe the cold solve leaves undecided
+    gets it for at most ``GROUPINGS_PROBE`` units: if it decides that probe, it goes before the cold solve from then
+    on; if not, it is not tried again (what it spends undecided the probes after it lack)."""
     plan = (([(True, 1, BISECT_HINTED)] if ctx.upper is not None else [])
             + ([(False, BISECT_COLD_LP, budget.at_least)] if cold else []))
 

@@ -454,7 +454,7 @@ SWEEP_II_LP = (2, 1)
 BISECT_HINTED = 1.0
 BISECT_COLD_LP = 2
 # Benders over groupings (``_groupings_probe``), for bodies of at most GROUPINGS_MAX_OPS ops: measured on the
-# suite's register-bound bodies of 12-25 ops, where a refuted II took 1-7 groupings; the grouping space grows
+# suite's register-bound bodies of 12-25 ops, where a refuted II took 0-7 groupings; the grouping space grows
 # fast with the ops (docs/benchmarks_notes.md, "Benders over groupings in the bisection", issue 16)
 GROUPINGS_MAX_OPS = 40
 GROUPING_UNITS = 1.0  # one grouping's joint solve

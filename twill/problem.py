@@ -93,6 +93,18 @@ class Problem:
             return order
         return order + self.signal_cycles
 
+    def same_group_latency(self, edge: Edge) -> int:
+        """Least cycles from ``edge``'s source to its consumer's issue when one warp group issues both.
+
+        In-order issue (§2.7): the group issues nothing while the source holds it, so a consumer in
+        the same group waits out the source's hold even where the result is ready sooner (an ALU op
+        whose unit busy span, 136 cycles, exceeds its latency, 132). Only where both ops issue
+        (hold > 0) and the edge's latency is not negative, so that the consumer cannot come first.
+        """
+        if edge.src == edge.dst or edge.latency < 0 or self.hold(edge.dst) == 0:
+            return edge.latency
+        return max(edge.latency, self.hold(edge.src))
+
     def handoff_bytes(self, edge: Edge) -> int:
         """SMEM bytes a cross-group hand-off of ``edge`` stages (0 when nothing is copied)."""
         src = self.body.op(edge.src)

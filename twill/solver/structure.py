@@ -13,8 +13,9 @@ II but not on the starts:
   group produces fit its room together, beside the copies long lifetimes keep live at every cycle;
 * shared memory: ring slots for the shortest lifetimes plus the staging of every register value
   that crosses groups, plus the static buffers (§2.9);
-* recurrences: a dependence cycle whose edges cross groups pays each crossing's hand-off cost and
-  still fits its distance times II (§2.4).
+* recurrences: a dependence cycle whose edges cross groups pays each crossing's hand-off cost, each
+  edge within one group waits out its source's hold (in-order issue), and the cycle still fits its
+  distance times II (§2.4, §2.7).
 
 So a grouping that breaks one of them has no schedule at this II, and when no grouping meets them
 all, II is infeasible: a proof by a model with no starts at all, far smaller than the joint model
@@ -69,6 +70,7 @@ class StructureModel:
     words: list[cp_model.IntVar] = field(default_factory=list)
     group_of: dict[str, cp_model.IntVar] = field(default_factory=dict)
     cross: dict[int, cp_model.IntVar] = field(default_factory=dict)  # edge index -> ends in different groups
+    apart: dict[int, cp_model.IntVar] = field(default_factory=dict)  # the same, edges that cost nothing to cross
     life: dict[str, int] = field(default_factory=dict)  # each value's shortest lifetime at this II (rings' shortfall in)
     own_life: dict[str, int] = field(default_factory=dict)  # the same without the rings' shortfall (per value)
     paths: dict[str, dict[str, int]] = field(default_factory=dict)  # longest paths at this II from each value
@@ -263,23 +265,41 @@ def add_handoff_smem(s: StructureModel) -> None:
 
 
 def add_handoff_recurrences(s: StructureModel) -> None:
-    """Recurrences across groups (§2.4): every crossing on a dependence cycle adds its hand-off
-    cost, and the cycle's latency must still fit its distance times II. Each cycle takes, per pair
-    of ops, one parallel edge chosen without regard to II (the least distance, then the longest
-    latency with its crossing cost), so each constraint is monotone in II; any subset of cycles and
-    any choice of parallel edges gives a valid relaxation."""
+    """Recurrences across and within groups (§2.4, §2.7): every crossing on a dependence cycle adds
+    its hand-off cost, and the cycle's latency must still fit its distance times II. Within one group
+    an edge waits out its source's hold where that exceeds its latency (in-order issue,
+    ``Problem.same_group_latency``): those waits join a cycle's sum where the cycle kept in one group
+    would not fit at this II (random-recurrence-16515: 3718 cycles of latency, 16 of waits); where it
+    would, they are left out, which keeps the models (and the measured searches) of the bodies whose
+    cycles never bind unchanged. Each cycle takes, per pair of ops, one parallel edge chosen without
+    regard to II (the least distance, then the longest latency with its crossing cost), so each
+    constraint is monotone in II; any subset of cycles, terms and parallel edges is a valid relaxation."""
     p = s.problem
     for cycle in _cycles(p):
-        latency = distance = 0
-        extra = []
-        for a, b in itertools.pairwise([*cycle, cycle[0]]):
-            i, e = min(((i, e) for i, e in enumerate(p.edges) if e.src == a and e.dst == b),
-                       key=lambda ie: (ie[1].distance, -ie[1].latency - p.cross_group_cost(ie[1]), ie[0]))
-            latency, distance = latency + e.latency, distance + e.distance
-            if i in s.cross:
-                extra.append(p.cross_group_cost(e) * s.cross[i])
+        chosen = [min(((i, e) for i, e in enumerate(p.edges) if e.src == a and e.dst == b),
+                      key=lambda ie: (ie[1].distance, -ie[1].latency - p.cross_group_cost(ie[1]), ie[0]))
+                  for a, b in itertools.pairwise([*cycle, cycle[0]])]
+        latency, distance = sum(e.latency for _, e in chosen), sum(e.distance for _, e in chosen)
+        waits = latency + sum(p.same_group_latency(e) - e.latency for _, e in chosen) > distance * s.ii
+        extra = [p.cross_group_cost(e) * s.cross[i] for i, e in chosen if i in s.cross]
+        if waits:
+            extra += [(p.same_group_latency(e) - e.latency) * (1 - _crossing(s, i)) for i, e in chosen
+                      if p.same_group_latency(e) > e.latency]
         if distance > 0 and extra:
             s.m.add(latency + sum(extra) <= distance * s.ii)
+
+
+def _crossing(s: StructureModel, i: int) -> cp_model.IntVar:
+    """Edge ``i`` ends in different groups: ``add_groups``'s variable, or one made for an edge that costs
+    nothing to cross (kept apart from ``s.cross``, the edges whose crossings the proposals pay for)."""
+    if i in s.cross:
+        return s.cross[i]
+    if i not in s.apart:
+        e = s.problem.edges[i]
+        c = s.apart[i] = s.m.new_bool_var(f"apart[{e.src}->{e.dst}#{i}]")
+        s.m.add(s.group_of[e.src] != s.group_of[e.dst]).only_enforce_if(c)
+        s.m.add(s.group_of[e.src] == s.group_of[e.dst]).only_enforce_if(~c)
+    return s.apart[i]
 
 
 @per_problem
@@ -299,7 +319,7 @@ STRUCTURE_FAMILIES: tuple[tuple[str, Callable[[StructureModel], None]], ...] = (
 )
 # what each family is called in a sentence that says what binds the bound
 _FAMILY_WORDS = {"issue": "in-order issue", "isolation": "load isolation", "registers": "registers",
-                 "smem": "shared-memory hand-offs", "recurrences": "hand-offs on recurrences"}
+                 "smem": "shared-memory hand-offs", "recurrences": "hand-offs and issue order on recurrences"}
 
 
 def build_structure(problem: Problem, options: SolveOptions, ii: int, drop: tuple[str, ...] = (),

@@ -166,9 +166,7 @@ def test_a_recurrence_in_one_group_waits_out_its_holds():
 def _waits_can_bind(p, lb: int) -> bool:
     """Some cycle kept in one group, waits included, does not fit at the static bound."""
     for cycle in structure._cycles(p):
-        chosen = [min(((i, e) for i, e in enumerate(p.edges) if e.src == a and e.dst == b),
-                      key=lambda ie: (ie[1].distance, -ie[1].latency - p.cross_group_cost(ie[1]), ie[0]))
-                  for a, b in zip(cycle, [*cycle[1:], cycle[0]], strict=True)]
+        chosen = structure.cycle_edges(p, cycle)
         latency, distance = sum(e.latency for _, e in chosen), sum(e.distance for _, e in chosen)
         waits = sum(p.same_group_latency(e) - e.latency for _, e in chosen)
         if distance and waits and latency + waits > distance * lb:

@@ -40,13 +40,13 @@ import networkx as nx
 from ortools.sat.python import cp_model
 
 from twill.bounds import colive_values, longest_paths, shortest_lifetimes, with_resident_rings
-from twill.ir import Carrier, Op
+from twill.ir import Carrier, Edge, Op
 from twill.options import SolveOptions
 from twill.problem import Problem, per_problem, read_time
 from twill.solver.model import group_variables, isolate, upper
 from twill.solver.run import Budget, Work, solver
 
-__all__ = ["StructureModel", "STRUCTURE_FAMILIES", "build_structure", "structure_floor", "propose_grouping",
+__all__ = ["StructureModel", "STRUCTURE_FAMILIES", "build_structure", "structure_floor", "propose_grouping", "cycle_edges",
            "StructureFloor"]
 
 MAX_CYCLES = 200  # dependence cycles enumerated for the hand-off recurrence family (any subset is valid)
@@ -276,9 +276,7 @@ def add_handoff_recurrences(s: StructureModel) -> None:
     constraint is monotone in II; any subset of cycles, terms and parallel edges is a valid relaxation."""
     p = s.problem
     for cycle in _cycles(p):
-        chosen = [min(((i, e) for i, e in enumerate(p.edges) if e.src == a and e.dst == b),
-                      key=lambda ie: (ie[1].distance, -ie[1].latency - p.cross_group_cost(ie[1]), ie[0]))
-                  for a, b in itertools.pairwise([*cycle, cycle[0]])]
+        chosen = cycle_edges(p, cycle)
         latency, distance = sum(e.latency for _, e in chosen), sum(e.distance for _, e in chosen)
         waits = latency + sum(p.same_group_latency(e) - e.latency for _, e in chosen) > distance * s.ii
         extra = [p.cross_group_cost(e) * s.cross[i] for i, e in chosen if i in s.cross]
@@ -287,6 +285,15 @@ def add_handoff_recurrences(s: StructureModel) -> None:
                       if p.same_group_latency(e) > e.latency]
         if distance > 0 and extra:
             s.m.add(latency + sum(extra) <= distance * s.ii)
+
+
+def cycle_edges(problem: Problem, cycle: list[str]) -> list[tuple[int, Edge]]:
+    """The edge (index, edge) the recurrences family takes between each pair of consecutive ops of ``cycle``:
+    of parallel edges the least distance, then the longest latency with its crossing cost (chosen without
+    regard to II, so the family stays monotone in II)."""
+    return [min(((i, e) for i, e in enumerate(problem.edges) if e.src == a and e.dst == b),
+                key=lambda ie: (ie[1].distance, -ie[1].latency - problem.cross_group_cost(ie[1]), ie[0]))
+            for a, b in itertools.pairwise([*cycle, cycle[0]])]
 
 
 def _crossing(s: StructureModel, i: int) -> cp_model.IntVar:

@@ -45,3 +45,34 @@ def test_a_budget_limited_solve_is_identical_beside_a_cpu_burner():
     assert quiet.status == "feasible" and "work budget" in quiet.proof  # the hard case: no proof in budget
     assert _schedule_json(loaded) == _schedule_json(quiet)
     assert loaded.work == quiet.work
+
+
+_MODELS = """
+import hashlib
+from twill.arch.registry import get_arch
+from twill.problem import build_problem
+from twill.random_loops import random_body
+from twill.solver import SolveOptions
+from twill.solver.model import build_model
+from twill.solver.structure import build_structure
+for seed, n, profile, arch, ii in ((16515, 63, "recurrence", "b200", 3720), (16517, 17, "units", "b200", 1300),
+                                   (16000, 10, "fa", "h100", 2200)):
+    p = build_problem(random_body(seed, n, profile=profile), get_arch(arch))
+    for m in (build_structure(p, SolveOptions(workers=1), ii).m, build_model(p, SolveOptions(workers=1), ii, ii).m):
+        print(hashlib.sha256(str(m.proto).encode()).hexdigest())
+"""
+
+
+def test_the_models_do_not_depend_on_the_processs_string_hashing():
+    """Two processes with different hash seeds build the same structure and joint models. The dependence
+    cycles, the ops between a value and its readers and the automorphisms come from networkx, which walks
+    sets of nodes: on names, their order followed the hash seed, and with it the models' constraint and
+    variable order and which cycles and automorphisms fell within their caps (random-units-16517's joint
+    model and most bodies' structure models differed from run to run)."""
+    import os
+    import subprocess
+    import sys
+
+    out = [subprocess.run([sys.executable, "-c", _MODELS], env={**os.environ, "PYTHONHASHSEED": seed},
+                          capture_output=True, text=True, check=True).stdout for seed in ("1", "2")]
+    assert out[0] == out[1] and len(out[0].split()) == 6

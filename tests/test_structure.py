@@ -168,8 +168,8 @@ def _waits_can_bind(p, lb: int) -> bool:
     for cycle in structure._cycles(p):
         chosen = structure.cycle_edges(p, cycle)
         latency, distance = sum(e.latency for _, e in chosen), sum(e.distance for _, e in chosen)
-        waits = sum(p.same_group_latency(e) - e.latency for _, e in chosen)
-        if distance and waits and latency + waits > distance * lb:
+        one_group = structure.in_one_group(p, chosen)
+        if distance and one_group > latency and one_group > distance * lb:
             return True
     return False
 

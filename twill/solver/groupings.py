@@ -27,7 +27,7 @@ from ortools.sat.python import cp_model
 from twill.bounds import rec_mii
 from twill.options import SolveOptions
 from twill.problem import Problem
-from twill.solver.model import ScheduleModel, build_model
+from twill.solver.model import ScheduleModel, build_model, group_relation
 from twill.solver.run import Solver, Work, solver
 from twill.solver.structure import build_structure
 
@@ -40,12 +40,7 @@ PROPOSE_UNITS = 1.0  # one proposal of the structure relaxation under the cuts (
 def pair_literals(m: cp_model.CpModel, group_of: dict[str, cp_model.IntVar],
                    names: list[str]) -> dict[tuple[str, str], cp_model.IntVar]:
     """A literal per pair of ops, true iff both sit in one group."""
-    out = {}
-    for a, b in itertools.combinations(names, 2):
-        same = out[a, b] = m.new_bool_var(f"same[{a},{b}]")
-        m.add(group_of[a] == group_of[b]).only_enforce_if(same)
-        m.add(group_of[a] != group_of[b]).only_enforce_if(~same)
-    return out
+    return {(a, b): group_relation(m, group_of, a, b, f"same[{a},{b}]") for a, b in itertools.combinations(names, 2)}
 
 
 def decide_by_groupings(problem: Problem, options: SolveOptions, ii: int, work: Work, until: float,

@@ -303,6 +303,17 @@ def group_variables(m: cp_model.CpModel, problem: Problem, groups: range) -> Gro
     return out
 
 
+def group_relation(m: cp_model.CpModel, group_of: dict[str, cp_model.IntVar], a: str, b: str, name: str,
+                   apart: bool = False) -> cp_model.IntVar:
+    """A literal true iff ops ``a`` and ``b`` sit in one group (``apart``: in different groups), by their labels."""
+    lit = m.new_bool_var(name)
+    same, other = (group_of[a] != group_of[b], group_of[a] == group_of[b]) if apart else \
+        (group_of[a] == group_of[b], group_of[a] != group_of[b])
+    m.add(same).only_enforce_if(lit)
+    m.add(other).only_enforce_if(~lit)
+    return lit
+
+
 def add_warp_groups(v: ScheduleModel) -> None:
     """Every op is issued by exactly one warp group; a group is as wide as its widest op needs.
 
@@ -325,9 +336,7 @@ def add_warp_groups(v: ScheduleModel) -> None:
     m.add(32 * words <= arch.limit("regs_per_sm"))  # every group's budget fits the register file
     for i, e in enumerate(v.p.edges):
         if v.p.cross_group_cost(e) or v.p.handoff_bytes(e) or v.o.no_handoff:
-            same = v.same[i] = m.new_bool_var(f"same_group[{e.src}->{e.dst}#{i}]")
-            m.add(v.group_of[e.src] == v.group_of[e.dst]).only_enforce_if(same)
-            m.add(v.group_of[e.src] != v.group_of[e.dst]).only_enforce_if(~same)
+            same = v.same[i] = group_relation(m, v.group_of, e.src, e.dst, f"same_group[{e.src}->{e.dst}#{i}]")
             if v.o.no_handoff and e.carrier is Carrier.REGISTERS and v.p.op(e.src).regs > 0:
                 m.add(same == 1)
             hb = v.p.handoff_bytes(e)
@@ -556,14 +565,18 @@ def automorphisms(problem: Problem, limit: int = 64) -> list[dict[str, str]]:
     import networkx as nx
     from networkx.algorithms import isomorphism
 
+    # nodes are op indices: networkx walks sets and dicts of nodes, and a set of names is ordered by the process's
+    # string hashing, so which automorphisms came first (and which fell past ``limit``) changed from run to run
+    index = {op.name: k for k, op in enumerate(problem.ops)}
     g = nx.MultiDiGraph()
-    for op in problem.ops:
-        g.add_node(op.name, key=tuple(getattr(op, f.name) for f in fields(op) if f.name not in ("name", "ref")))
+    for k, op in enumerate(problem.ops):
+        g.add_node(k, key=tuple(getattr(op, f.name) for f in fields(op) if f.name not in ("name", "ref")))
     for e in problem.edges:
-        g.add_edge(e.src, e.dst, sig=tuple(getattr(e, f.name) for f in fields(e) if f.name not in ("src", "dst")))
+        g.add_edge(index[e.src], index[e.dst],
+                   sig=tuple(getattr(e, f.name) for f in fields(e) if f.name not in ("src", "dst")))
     simple = nx.DiGraph()
     simple.add_nodes_from((n, {"label": repr(d["key"])}) for n, d in g.nodes(data=True))
-    for a, b in {(a, b) for a, b in g.edges()}:
+    for a, b in sorted({(a, b) for a, b in g.edges()}):
         simple.add_edge(a, b, label=repr(sorted(repr(d["sig"]) for d in g.get_edge_data(a, b).values())))
     with warnings.catch_warnings():  # networkx >= 3.5 notes that directed hashes changed; any version is exact here
         warnings.simplefilter("ignore", UserWarning)
@@ -582,7 +595,7 @@ def automorphisms(problem: Problem, limit: int = 64) -> list[dict[str, str]]:
         if k >= limit:
             break
         if any(a != b for a, b in sigma.items()):
-            out.append(dict(sigma))
+            out.append({problem.ops[a].name: problem.ops[b].name for a, b in sorted(sigma.items())})
     return out
 
 

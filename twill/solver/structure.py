@@ -43,11 +43,11 @@ from twill.bounds import colive_values, longest_paths, shortest_lifetimes, with_
 from twill.ir import Carrier, Edge, Op
 from twill.options import SolveOptions
 from twill.problem import Problem, per_problem, read_time
-from twill.solver.model import group_variables, isolate, upper
+from twill.solver.model import group_relation, group_variables, isolate, upper
 from twill.solver.run import Budget, Work, solver
 
 __all__ = ["StructureModel", "STRUCTURE_FAMILIES", "build_structure", "structure_floor", "propose_grouping", "cycle_edges",
-           "StructureFloor"]
+           "in_one_group", "StructureFloor"]
 
 MAX_CYCLES = 200  # dependence cycles enumerated for the hand-off recurrence family (any subset is valid)
 PROBE = Budget(share=0.0, at_least=1.0)  # one fixed-II decision of the relaxation
@@ -108,9 +108,7 @@ def add_groups(s: StructureModel) -> None:
     m.add(32 * sum(s.words) <= arch.limit("regs_per_sm"))
     for i, e in enumerate(p.edges):
         if e.src != e.dst and (p.cross_group_cost(e) or p.handoff_bytes(e) or s.options.no_handoff):
-            c = s.cross[i] = m.new_bool_var(f"cross[{e.src}->{e.dst}#{i}]")
-            m.add(s.group_of[e.src] != s.group_of[e.dst]).only_enforce_if(c)
-            m.add(s.group_of[e.src] == s.group_of[e.dst]).only_enforce_if(~c)
+            c = s.cross[i] = group_relation(m, s.group_of, e.src, e.dst, f"cross[{e.src}->{e.dst}#{i}]", apart=True)
             if s.options.no_handoff and e.carrier is Carrier.REGISTERS and p.op(e.src).regs > 0:
                 m.add(c == 0)
 
@@ -227,8 +225,9 @@ def _handoff_lifetimes(s: StructureModel) -> dict[str, cp_model.IntVar]:
 
 
 @per_problem
-def _between(problem: Problem) -> dict[str, tuple[frozenset[str], tuple[int, ...]]]:
-    """For each op with readers: the ops on some path of distance 0 from it to one of its readers,
+def _between(problem: Problem) -> dict[str, tuple[tuple[str, ...], tuple[int, ...]]]:
+    """For each op with readers: the ops on some path of distance 0 from it to one of its readers (in the
+    body's op order: a set's order follows the process's string hashing, and the model's variables would too),
     the distance-0 edges among them and its own edges to its readers. Longest paths that take a
     loop-carried edge are left out: fewer edges only shorten the lifetimes the starts imply, so the
     bound stays valid, and the starts form no cycle (CP-SAT's presolve loops long on cycles)."""
@@ -242,7 +241,8 @@ def _between(problem: Problem) -> dict[str, tuple[frozenset[str], tuple[int, ...
             continue
         ahead = nx.descendants(g, op.name) | {op.name}
         behind = set().union(*(nx.ancestors(g, r) | {r} for r in readers & ahead))
-        nodes = frozenset((ahead & behind) | readers | {op.name})
+        inside = (ahead & behind) | readers | {op.name}
+        nodes = tuple(o.name for o in problem.ops if o.name in inside)
         out[op.name] = (nodes, tuple(i for i, e in enumerate(problem.edges) if e.src != e.dst and (
             e.src == op.name or (e.distance == 0 and e.src in behind and e.dst in behind and e.src in ahead))))
     return out
@@ -278,7 +278,7 @@ def add_handoff_recurrences(s: StructureModel) -> None:
     for cycle in _cycles(p):
         chosen = cycle_edges(p, cycle)
         latency, distance = sum(e.latency for _, e in chosen), sum(e.distance for _, e in chosen)
-        waits = latency + sum(p.same_group_latency(e) - e.latency for _, e in chosen) > distance * s.ii
+        waits = in_one_group(p, chosen) > distance * s.ii
         extra = [p.cross_group_cost(e) * s.cross[i] for i, e in chosen if i in s.cross]
         if waits:
             extra += [(p.same_group_latency(e) - e.latency) * (1 - _crossing(s, i)) for i, e in chosen
@@ -296,6 +296,11 @@ def cycle_edges(problem: Problem, cycle: list[str]) -> list[tuple[int, Edge]]:
             for a, b in itertools.pairwise([*cycle, cycle[0]])]
 
 
+def in_one_group(problem: Problem, chosen: list[tuple[int, Edge]]) -> int:
+    """A cycle's latency (over ``cycle_edges``) with every edge's wait, as when one group issues all of it."""
+    return sum(problem.same_group_latency(e) for _, e in chosen)
+
+
 def _crossing(s: StructureModel, i: int) -> cp_model.IntVar:
     """Edge ``i`` ends in different groups: ``add_groups``'s variable, or one made for an edge that costs
     nothing to cross (kept apart from ``s.cross``, the edges whose crossings the proposals pay for)."""
@@ -303,18 +308,19 @@ def _crossing(s: StructureModel, i: int) -> cp_model.IntVar:
         return s.cross[i]
     if i not in s.apart:
         e = s.problem.edges[i]
-        c = s.apart[i] = s.m.new_bool_var(f"apart[{e.src}->{e.dst}#{i}]")
-        s.m.add(s.group_of[e.src] != s.group_of[e.dst]).only_enforce_if(c)
-        s.m.add(s.group_of[e.src] == s.group_of[e.dst]).only_enforce_if(~c)
+        s.apart[i] = group_relation(s.m, s.group_of, e.src, e.dst, f"apart[{e.src}->{e.dst}#{i}]", apart=True)
     return s.apart[i]
 
 
 @per_problem
 def _cycles(problem: Problem) -> list[list[str]]:
-    """Up to ``MAX_CYCLES`` simple dependence cycles (Johnson's algorithm, networkx), once per problem."""
+    """Up to ``MAX_CYCLES`` simple dependence cycles (Johnson's algorithm, networkx), once per problem. The
+    graph's nodes are the ops' indices: networkx walks sets of nodes, and a set of names is ordered by the
+    process's string hashing, so which cycles come first (and which fall past the cap) changed from run to run."""
+    index = {op.name: k for k, op in enumerate(problem.ops)}
     g = nx.DiGraph()
-    g.add_edges_from((e.src, e.dst) for e in problem.edges if e.src != e.dst)
-    return list(itertools.islice(nx.simple_cycles(g), MAX_CYCLES))
+    g.add_edges_from((index[e.src], index[e.dst]) for e in problem.edges if e.src != e.dst)
+    return [[problem.ops[k].name for k in c] for c in itertools.islice(nx.simple_cycles(g), MAX_CYCLES)]
 
 
 STRUCTURE_FAMILIES: tuple[tuple[str, Callable[[StructureModel], None]], ...] = (

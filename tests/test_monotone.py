@@ -113,6 +113,59 @@ def test_a_bisection_probe_repairs_the_best_schedule_then_refutes_cold_in_one_so
     assert plans == [[cold], [(True, phases.BISECT_HINTED, 0, 1), cold], [(True, phases.BISECT_HINTED, 0, 1)]]
 
 
+def test_with_two_workers_the_bisection_probes_in_pairs():
+    """Two workers: the next probe and the one the bisection takes after it were it undecided (the middle below
+    it), whose budget counts the first one's as spent; one worker, or a grouping-Benders body: one probe."""
+    from twill.solver import phases
+    from twill.solver.run import Work
+
+    p = _tiny(SWITCHING[3])
+    b = phases._Bisection(failed=100, top=201, probe=200, budget=phases.BISECT_II)
+    for workers, pairs in ((1, False), (2, True)):
+        ctx = phases.Context(p, SolveOptions(workers=workers), Work.starting_now(60, 100))
+        until = ctx.work.until(60)
+        plans = phases._paired(ctx, b, until)
+        first = (200, phases.BISECT_II, False)
+        if not pairs:
+            assert plans == [first]
+            continue
+        after = b.after(200, cp_model.UNKNOWN, False, False)
+        assert plans == [first, (150, phases._probe_budget(ctx, 100, 200, until, 6.0), False)] and after.top == 200
+        assert plans[1][1].at_least == (60 - 6) / 7  # ceil(log2(100)) probes left for the 54 units not promised
+
+
+def test_a_pair_applies_in_order_and_an_undecided_probe_under_a_refuted_one_proves_nothing():
+    """The pair's results apply from the upper probe down: 1611 refuted and 1527 undecided (one-tile FA d64 h100
+    at the suite's budget) leave the gap above 1611; 1527 found and 1611 undecided lower the top to 1527."""
+    from twill.solver import phases
+
+    b = phases._Bisection(failed=1443, top=1684, probe=1611, budget=phases.BISECT_II)
+    after = b.after(1611, cp_model.INFEASIBLE, False, False).after(1527, cp_model.UNKNOWN, False, False)
+    assert (after.failed, after.top, after.first) == (1611, 1684, False)
+    after = b.after(1611, cp_model.UNKNOWN, False, False).after(1527, cp_model.FEASIBLE, True, False)
+    assert (after.failed, after.top) == (1443, 1527)
+    assert b.after(1683, cp_model.UNKNOWN, False, True).top == 1684  # the repair alone, undecided
+
+
+def test_a_pair_of_probes_decides_and_spends_what_the_two_would_in_turn():
+    """Each probe of a pair runs on work of its own, so the pair's statuses and the work charged are those of
+    the two probes run one after the other, whatever the threads' timing."""
+    from twill.solver import phases
+    from twill.solver.run import Work
+
+    p = _tiny(SWITCHING[3])  # 9 and 10 refuted, 11 has a schedule
+    plans = [(11, phases.BISECT_II, False), (10, phases.BISECT_II, False)]
+    ctx = phases.Context(p, SolveOptions(workers=2), Work.starting_now(60, 100))
+    paired = phases._run_probes(ctx, plans, ctx.work.until(60))
+    alone = phases.Context(p, SolveOptions(workers=1), Work.starting_now(60, 100))
+    until = alone.work.until(60)
+    in_turn = [phases._bisect_probe(alone, ii, budget, until) for ii, budget, _ in plans]
+    assert [status for status, _ in paired] == [status for status, _ in in_turn]
+    assert [status for status, _ in paired] == [cp_model.OPTIMAL, cp_model.INFEASIBLE]
+    assert paired[0][1].ii == 11 and paired[1][1] is None
+    assert ctx.work.spent == pytest.approx(alone.work.spent, abs=1e-9) and ctx.work.spent > 0
+
+
 @pytest.mark.slow
 def test_bisection_proves_a_twelve_op_tmem_body_that_the_ii_by_ii_sweep_left_open():
     """random-tmem-16004 (12 ops, b200): the sweep II by II, started from the 552 schedule, stalled at 544

@@ -27,7 +27,9 @@ the schedule found optimal with the memory relaxation.
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from enum import Enum
 from functools import cached_property
@@ -127,6 +129,17 @@ class Context:
     def report(self, message: str) -> None:
         if self.options.progress:
             self.options.progress(f"{message} ({self.work.seconds():.1f}s, {self.work.spent:.1f} units)")
+
+    def fork(self, reserved: float) -> Context:
+        """A context for a probe run beside others: the same problem, options and best schedule, with work of its
+        own that starts ``reserved`` units on (what the probes before it may spend) and shares the wall-clock cap."""
+        w = self.work
+        return replace(self, work=Work(start=w.start, deadline=w.deadline, limit=max(0.0, w.left() - reserved)))
+
+    def join(self, fork: Context) -> None:
+        """Charge what a forked probe spent, and its cut, to this context's work."""
+        self.work.spent += fork.work.spent
+        self.work.cut = self.work.cut or fork.work.cut
 
     def refuted(self, lo: int, hi: int, by: str) -> None:
         """Record that every II in [lo, hi] is infeasible, as shown by ``by`` (on a monotone problem,
@@ -528,37 +541,121 @@ def _bisect(ctx: Context, w: Window, until: float) -> Outcome:
     under the best schedule is then the II ``CLOSE`` under it: refuted, the schedule is within that
     ratio of optimal, which is what a user reads first, so that probe has twice the others' work
     (one-tile FA h100's 2393: one solve refutes it in 1.3-5.3 units, 3.6 median, from 11 of 12 starts,
-    LPs and seeds, and one is undecided after 12)."""
-    failed, top, found, close = max(w.lo, ctx.refuted_below) - 1, w.hi + 1, None, True
-    probe, budget, first = w.hi, BISECT_II, True
+    LPs and seeds, and one is undecided after 12). With two workers the probes go in pairs
+    (``_paired``): each is one worker's solve, so the pair takes the wall time of one."""
+    b = _Bisection(max(w.lo, ctx.refuted_below) - 1, w.hi + 1, w.hi, BISECT_II)
+    found: Found | None = None
     whole = ctx.work.until(_sweep_total(ctx) - ctx.swept)  # once the window holds a schedule, no later one is searched
-    while failed + 1 < top and ctx.work.spent < until and ctx.work.left() > 0:
-        at_best = ctx.upper is not None and probe == ctx.upper.ii - 1  # a refutation here is the optimality proof
-        # the window ends under the best schedule: its top is first only the schedule's repair, then the 2% probe
-        repair_only = at_best and first and _close_target(ctx, failed, top) is not None
-        status, at = _bisect_probe(ctx, probe, _no_less(BISECT_CLOSE_II, budget) if at_best else budget, until,
-                                   cold=not repair_only)
-        first = False
-        if status == cp_model.INFEASIBLE:
-            failed = probe
-            ctx.refuted(w.lo, probe, f"CP-SAT on one worker at II {probe} (the joint model), and monotonicity")
-        elif not repair_only or at is not None:
-            top = probe
-        if at is not None:  # the next probes start from it, and the one under it is the optimality proof
-            found, ctx.upper = at, hints.read(at.model, at.solver.value, budgets=True)
-            until = max(until, whole)
-        ctx.report(f"  bisection: II {probe} {_VERDICT_WORDS.get(status, 'undecided')}"
-                   + (" (the best schedule's repair alone)" if repair_only and at is None else ""))
-        probe, budget = (failed + top) // 2, _probe_budget(ctx, failed, top, until)
-        target = _close_target(ctx, failed, top)
-        if close and target is not None and probe < target:
-            probe, close, budget = target, False, _no_less(BISECT_CLOSE_II, budget)
-    floor = failed + 1
+    while b.failed + 1 < b.top and ctx.work.spent < until and ctx.work.left() > 0:
+        plans = _paired(ctx, b, until)
+        for (probe, _budget, repair_only), (status, at) in zip(plans, _run_probes(ctx, plans, until), strict=True):
+            b = b.after(probe, status, at is not None, repair_only)
+            if status == cp_model.INFEASIBLE:
+                ctx.refuted(w.lo, probe, f"CP-SAT on one worker at II {probe} (the joint model), and monotonicity")
+            if at is not None and (found is None or at.ii < found.ii):  # the next probes start from it
+                found, ctx.upper = at, hints.read(at.model, at.solver.value, budgets=True)
+                until = max(until, whole)
+            ctx.report(f"  bisection: II {probe} {_VERDICT_WORDS.get(status, 'undecided')}"
+                       + (" (the best schedule's repair alone)" if repair_only and at is None else ""))
+        b = b.next(ctx, until)
+    floor = b.failed + 1
     if floor > w.lo:
         ctx.report(f"II window [{w.lo}, {w.hi}]: every II below {floor} refuted (bisection on one worker)")
     if found is not None:
         return Outcome(Verdict.FOUND, floor, found)
     return Outcome(Verdict.EMPTY if floor > w.hi else Verdict.UNDECIDED, floor)
+
+
+@dataclass(frozen=True, slots=True)
+class _Bisection:
+    """Where the bisection stands: every II up to ``failed`` refuted, ``top`` a schedule or an undecided probe
+    (the next probes go below it), and the next probe with its budget."""
+
+    failed: int
+    top: int
+    probe: int
+    budget: Budget
+    first: bool = True  # no probe taken yet: the top one may be the best schedule's repair alone
+    close: bool = True  # the probe ``CLOSE`` under the best schedule not yet taken
+
+    def plan(self, ctx: Context) -> tuple[int, Budget, bool]:
+        """(II, budget, the repair alone) of the next probe: one under the best schedule it is the optimality
+        proof, with the close probe's budget; the first such is only the schedule's repair while the close
+        probe lies below it."""
+        at_best = ctx.upper is not None and self.probe == ctx.upper.ii - 1
+        repair_only = at_best and self.first and _close_target(ctx, self.failed, self.top) is not None
+        return self.probe, _no_less(BISECT_CLOSE_II, self.budget) if at_best else self.budget, repair_only
+
+    def after(self, probe: int, status: int, found: bool, repair_only: bool) -> _Bisection:
+        """The gap once ``probe`` came back with ``status``: refuted raises the floor; a schedule, or an
+        undecided cold probe, lowers the top (the repair alone, undecided, leaves it, as does an undecided probe
+        of a pair under a refuted one)."""
+        if status == cp_model.INFEASIBLE:
+            return replace(self, failed=max(self.failed, probe), first=False)
+        if found or (not repair_only and probe > self.failed):
+            return replace(self, top=min(self.top, probe), first=False)
+        return replace(self, first=False)
+
+    def next(self, ctx: Context, until: float, reserved: float = 0.0) -> _Bisection:
+        """The next probe: the gap's middle, or the close probe where that lies above it, with its share of the
+        work left (``reserved`` units of it already promised to a probe running beside it)."""
+        probe, budget, close = (self.failed + self.top) // 2, _probe_budget(ctx, self.failed, self.top, until, reserved), self.close
+        target = _close_target(ctx, self.failed, self.top)
+        if close and target is not None and probe < target:
+            probe, close, budget = target, False, _no_less(BISECT_CLOSE_II, budget)
+        return replace(self, probe=probe, budget=budget, close=close)
+
+
+PAIRED_LEAST = 1.0  # the second probe of a pair runs only with at least this much work left to it
+
+
+def _paired(ctx: Context, b: _Bisection, until: float) -> list[tuple[int, Budget, bool]]:
+    """The probes to run at once: the next one and, where the search has two workers, the one that would follow
+    it were it left undecided (then the next probe goes below it; near the optimum, where probes run out their
+    budgets, that is the common outcome). Each is one worker's deterministic solve, so the pair decides what
+    the two would in turn, in the wall time of the longer (two one-worker probes in two threads: the same
+    statuses and units, 26.0 s instead of 39.1, docs/benchmarks_notes.md). Its work is planned as if the first
+    ran out its budget. Not where Benders over groupings applies: its probes learn from each other."""
+    first = b.plan(ctx)
+    if _workers(ctx) < 2 or _groupings_apply(ctx):
+        return [first]
+    most = _probe_most(ctx, first[1], first[2], until)
+    after = b.after(first[0], cp_model.UNKNOWN, False, first[2]).next(ctx, until, most)
+    second = after.plan(ctx)
+    room = min(until - ctx.work.spent, ctx.work.left()) - most
+    if not after.failed + 1 < after.top or second[0] >= first[0] or room < PAIRED_LEAST:
+        return [first]
+    return [first, second]
+
+
+def _workers(ctx: Context) -> int:
+    return ctx.options.workers or os.cpu_count() or 1
+
+
+def _probe_most(ctx: Context, budget: Budget, repair_only: bool, until: float) -> float:
+    """The most work ``_bisect_probe`` may spend on one probe: the repair's and the cold solve's."""
+    most = (BISECT_HINTED if ctx.upper is not None else 0.0) + (0.0 if repair_only else budget.at_least)
+    return min(most, until - ctx.work.spent, ctx.work.left())
+
+
+def _run_probes(ctx: Context, plans: list[tuple[int, Budget, bool]], until: float) -> list[tuple[int, Found | None]]:
+    """``_bisect_probe`` on each plan: alone, or two at once in threads (CP-SAT releases the interpreter while it
+    solves), each on a context of its own whose work starts where the earlier ones' budgets end, so each probe
+    spends exactly what it would have spent alone, whatever the threads' timing; their work is charged after."""
+    if len(plans) == 1:
+        probe, budget, repair_only = plans[0]
+        return [_bisect_probe(ctx, probe, budget, until, cold=not repair_only)]
+    forks, reserved = [], 0.0
+    for _, budget, repair_only in plans:
+        forks.append((ctx.fork(reserved), until - ctx.work.spent - reserved))
+        reserved += _probe_most(ctx, budget, repair_only, until)
+    with ThreadPoolExecutor(max_workers=len(plans)) as pool:
+        runs = [pool.submit(_bisect_probe, fork, probe, budget, mark, not repair_only)
+                for (fork, mark), (probe, budget, repair_only) in zip(forks, plans, strict=True)]
+        results = [run.result() for run in runs]
+    for fork, _ in forks:
+        ctx.join(fork)
+    return results
 
 
 def _close_target(ctx: Context, failed: int, top: int) -> int | None:
@@ -570,14 +667,14 @@ def _close_target(ctx: Context, failed: int, top: int) -> int | None:
     return target if failed < target < top and target < ctx.upper.ii - 1 else None
 
 
-def _probe_budget(ctx: Context, failed: int, top: int, until: float) -> Budget:
+def _probe_budget(ctx: Context, failed: int, top: int, until: float, reserved: float = 0.0) -> Budget:
     """One probe's share of what the window has left: the work left over the probes that bisection
     still needs to close the gap (failed, top), at least ``BISECT_II``. Near the optimum a probe costs
     more (random-recurrence-16512: one worker refutes 612 cold in 2.8-13.6 units, 4.6 median over eight
     seeds and LP levels, and finds a schedule at 613), and fewer of them are left to pay for: the last
     one gets what is left, where six units in two restarts of three left 612 undecided."""
     needed = max(1, math.ceil(math.log2(top - failed)))
-    share = (min(until, ctx.work.until(math.inf)) - ctx.work.spent) / needed
+    share = (min(until, ctx.work.until(math.inf)) - ctx.work.spent - reserved) / needed
     return _no_less(BISECT_II, replace(BISECT_II, at_least=share))
 
 

@@ -542,7 +542,7 @@ def _bisect(ctx: Context, w: Window, until: float) -> Outcome:
     ratio of optimal, which is what a user reads first, so that probe has twice the others' work
     (one-tile FA h100's 2393: one solve refutes it in 1.3-5.3 units, 3.6 median, from 11 of 12 starts,
     LPs and seeds, and one is undecided after 12). With two workers the probes go in pairs
-    (``_paired``): each is one worker's solve, so the pair takes the wall time of one."""
+    (``_paired``): each is one worker's solve, so the pair takes the wall time of the longer."""
     b = _Bisection(max(w.lo, ctx.refuted_below) - 1, w.hi + 1, w.hi, BISECT_II)
     found: Found | None = None
     whole = ctx.work.until(_sweep_total(ctx) - ctx.swept)  # once the window holds a schedule, no later one is searched

@@ -27,7 +27,6 @@ the schedule found optimal with the memory relaxation.
 from __future__ import annotations
 
 import math
-import os
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
@@ -43,7 +42,7 @@ from twill.solver import hints
 from twill.solver.assemble import Assignment
 from twill.solver.groupings import decide_by_groupings
 from twill.solver.model import ScheduleModel, build_model
-from twill.solver.run import RESTARTS, SEARCH_AND_BOUND, Budget, Progress, Solver, Work, attempts, solver
+from twill.solver.run import RESTARTS, SEARCH_AND_BOUND, Budget, Progress, Solver, Work, attempts, solver, worker_count
 from twill.solver.strategies import producer_consumer_split
 
 __all__ = ["Verdict", "Window", "Found", "Outcome", "Context", "Phase", "WINDOW_PHASES", "UNDECIDED_PHASES",
@@ -617,7 +616,7 @@ def _paired(ctx: Context, b: _Bisection, until: float) -> list[tuple[int, Budget
     statuses and units, 26.0 s instead of 39.1, docs/benchmarks_notes.md). Its work is planned as if the first
     ran out its budget. Not where Benders over groupings applies: its probes learn from each other."""
     first = b.plan(ctx)
-    if _workers(ctx) < 2 or _groupings_apply(ctx):
+    if worker_count(ctx.options.workers) < 2 or _groupings_apply(ctx):
         return [first]
     most = _probe_most(ctx, first[1], first[2], until)
     after = b.after(first[0], cp_model.UNKNOWN, False, first[2]).next(ctx, until, most)
@@ -628,13 +627,9 @@ def _paired(ctx: Context, b: _Bisection, until: float) -> list[tuple[int, Budget
     return [first, second]
 
 
-def _workers(ctx: Context) -> int:
-    return ctx.options.workers or os.cpu_count() or 1
-
-
 def _probe_most(ctx: Context, budget: Budget, repair_only: bool, until: float) -> float:
-    """The most work ``_bisect_probe`` may spend on one probe: the repair's and the cold solve's."""
-    most = (BISECT_HINTED if ctx.upper is not None else 0.0) + (0.0 if repair_only else budget.at_least)
+    """The most work ``_bisect_probe`` may spend on one probe: its plan's solves together."""
+    most = sum(units for _, _, units in _probe_plan(ctx, budget, cold=not repair_only))
     return min(most, until - ctx.work.spent, ctx.work.left())
 
 
@@ -687,11 +682,8 @@ def _bisect_probe(ctx: Context, ii: int, budget: Budget, until: float, cold: boo
     Where Benders over groupings applies (``_groupings_apply``), the first probe the cold solve leaves undecided
     gets it for at most ``GROUPINGS_PROBE`` units: if it decides that probe, it goes before the cold solve from then
     on; if not, it is not tried again (what it spends undecided the probes after it lack)."""
-    plan = (([(True, 1, BISECT_HINTED)] if ctx.upper is not None else [])
-            + ([(False, BISECT_COLD_LP, budget.at_least)] if cold else []))
-
     def steps() -> Iterator[tuple[bool, float, int, int]]:
-        for hinted, lp, most in plan:
+        for hinted, lp, most in _probe_plan(ctx, budget, cold):
             units = min(most, until - ctx.work.spent, ctx.work.left())
             if units <= 0.01:
                 return
@@ -707,6 +699,13 @@ def _bisect_probe(ctx: Context, ii: int, budget: Budget, until: float, cold: boo
         status, found = _groupings_probe(ctx, ii, budget, until)
         ctx.groupings = status != cp_model.UNKNOWN
     return status, found
+
+
+def _probe_plan(ctx: Context, budget: Budget, cold: bool) -> list[tuple[bool, int, float]]:
+    """A probe's solves as (from the best schedule, LP level, most units): the repair where a schedule is known,
+    then the cold solve unless ``cold`` is False."""
+    return (([(True, 1, BISECT_HINTED)] if ctx.upper is not None else [])
+            + ([(False, BISECT_COLD_LP, budget.at_least)] if cold else []))
 
 
 def _groupings_apply(ctx: Context) -> bool:

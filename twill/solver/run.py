@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from ortools.sat.python import cp_model, cp_model_helper
 
-__all__ = ["Budget", "Work", "Solver", "solver", "attempts", "Progress", "SEARCH_AND_BOUND", "RESTARTS"]
+__all__ = ["Budget", "Work", "Solver", "solver", "worker_count", "attempts", "Progress", "SEARCH_AND_BOUND", "RESTARTS"]
 
 # Two subsolvers that together both find and refute: the LP-heavy search and restarts (used when
 # there are exactly two workers; larger machines keep CP-SAT's own portfolio, which holds both).
@@ -215,6 +215,11 @@ def _without_hint(model: cp_model.CpModel) -> Iterator[None]:
         hint.values.extend(saved[1])
 
 
+def worker_count(workers: int) -> int:
+    """The CP-SAT workers a ``workers`` option means: itself, or one per core where it is 0."""
+    return workers or os.cpu_count() or 1
+
+
 def solver(work: Work, units: float, workers: int, portfolio: tuple[str, ...] = (), seed: int = 0,
            linearization: int | None = None) -> Solver:
     """A CP-SAT solver that may spend ``units`` of deterministic work, reproducibly: one worker, or
@@ -222,7 +227,7 @@ def solver(work: Work, units: float, workers: int, portfolio: tuple[str, ...] = 
     give the same answer under any load. ``portfolio`` names the subsolvers when there are exactly
     that many workers; ``linearization`` sets CP-SAT's ``linearization_level`` (its LP's strength)."""
     s = Solver(work)
-    n = workers or os.cpu_count() or 1
+    n = worker_count(workers)
     s.parameters.num_workers = n
     if n > 1:
         s.parameters.interleave_search = True

@@ -174,3 +174,22 @@ def test_only_large_bodies_get_the_coarse_search():
     """Below 40 ops an attempt costs milliseconds, so small bodies keep the exact bisection (and their schedules)."""
     assert COARSE_OPS == 40
     assert search_resolution(39) == 0.0 and search_resolution(40) == search_resolution(77) == 0.01
+
+
+def test_the_sequential_schedule_is_in_hand_before_the_heuristics_and_they_replace_it():
+    """A schedule within milliseconds (issue 16): the sequential one is reported, and marks the search's first
+    schedule, before IMS and the constructive scheduler run; their better schedule is still the incumbent."""
+    from twill.arch.registry import get_arch
+    from twill.random_loops import random_body
+    from twill.solver.search import solve
+    from twill.solver.sequential import sequential_witness
+
+    p = build_problem(random_body(777, 15, profile="handoff"), get_arch("h100"))
+    lines: list[str] = []
+    s = solve(p, SolveOptions(workers=1, work_limit=0.5, time_limit=600, progress=lines.append))
+    witness = sequential_witness(p)
+    assert validate(p, witness) == []
+    assert lines[1].startswith(f"a schedule in hand: the sequential one (one iteration at a time), at II {witness.ii} ")
+    assert lines[2].startswith("first schedule, from ")
+    assert s.ii < witness.ii and validate(p, s) == []
+    assert s.first_seconds is not None and s.first_seconds <= s.ii_seconds

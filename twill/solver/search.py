@@ -646,9 +646,12 @@ def _proof(optimal: bool, ii: int, lb: int, floor: int, why: str, cut: bool = Fa
         limit = ("the wall-clock cap (--time-limit) cut the search, so this answer depends on the machine's load"
                  if cut else "the search's work budget is spent")
         return f"feasible: {limit}; every II below {floor} is proven infeasible{how}"
+    # II is proven whatever the load; what the cap cut after it (the secondary objectives, the canonical pass) is not
+    after = ("; the wall-clock cap (--time-limit) cut the search: II is proven, but the secondary objectives and the "
+             "starts depend on the machine's load") if cut else ""
     if ii == lb:
-        return f"optimal: II meets the lower bound {lb} ({why})"
-    return f"optimal: every II in [{lb}, {ii - 1}] is proven infeasible by CP-SAT{how} (lower bound {lb}: {why})"
+        return f"optimal: II meets the lower bound {lb} ({why}){after}"
+    return f"optimal: every II in [{lb}, {ii - 1}] is proven infeasible by CP-SAT{how} (lower bound {lb}: {why}){after}"
 
 
 def _extract(problem: Problem, options: SolveOptions, v: ScheduleModel, value: Value,

@@ -517,8 +517,9 @@ def _heuristic_incumbent(problem: Problem, options: SolveOptions, lb: int, work:
     (``twill.solver.sequential``); None when none holds.
 
     The sequential schedule comes first (milliseconds, ``report``ed as it is found): IMS and the
-    constructive scheduler take seconds of Python on large bodies (1.9-2.1 s of IMS that finds none on
-    the suite's 68-77-op bodies, then 3-5 s of construction), and until they end it is the answer.
+    constructive scheduler take seconds of Python on large bodies (on a 2-core machine, 1.9-2.1 s of IMS
+    that finds none on the suite's 68-77-op bodies before construction starts), and until they end it
+    is the answer.
 
     It bounds the search from above (windows stop below its II) and is the answer when the budget
     runs out before CP-SAT finds anything. Where every op's group is pinned, the constructive schedule

@@ -547,8 +547,6 @@ def test_a_hinted_model_that_loading_refutes_does_not_abort_cp_sat():
     assert ours.stdout.split() == ["True", "24"]  # refuted, and the hint is back on the model
 
 
-
-
 def test_a_proven_ii_whose_search_the_cap_cut_says_so():
     """An optimal II is the same under any load, but what the wall-clock cap cut after it (the secondary objectives,
     the canonical pass) is not: the proof says so, as it does for a feasible answer; uncut, it does not."""

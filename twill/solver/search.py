@@ -531,9 +531,7 @@ def _heuristic_incumbent(problem: Problem, options: SolveOptions, lb: int, work:
         return _pinned_incumbent(problem, options, lb, work)
     if not _heuristics_apply(options):
         return None
-    fallback = _sequential(problem, options)
-    if fallback is not None and (fallback.ii < lb or not _fits(fallback, options)):
-        fallback = None
+    fallback = _sequential(problem, options, lb)
     if fallback is not None:
         work.found_first()
         report(f"a schedule in hand: the sequential one (one iteration at a time), at II {fallback.ii}")
@@ -584,10 +582,11 @@ def _source(sched: Schedule) -> str:
     return "Rau's IMS heuristic" if sched.proof.startswith("heuristic") else "the sequential schedule"
 
 
-def _sequential(problem: Problem, options: SolveOptions) -> Schedule | None:
-    """The sequential schedule where the validator accepts it (its footprints may not fit)."""
+def _sequential(problem: Problem, options: SolveOptions, lb: int) -> Schedule | None:
+    """The sequential schedule where the validator accepts it (its footprints may not fit), its II is not below
+    ``lb`` and it keeps the options' caps."""
     sched = sequential_witness(problem, swp_only=options.swp_only)
-    return None if validate(problem, sched) else sched
+    return None if validate(problem, sched) or sched.ii < lb or not _fits(sched, options) else sched
 
 
 def _adopt(ctx: Context, incumbent: Schedule) -> Found | None:

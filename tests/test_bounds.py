@@ -140,3 +140,70 @@ def test_the_binding_memory_is_named_where_a_memory_sets_the_bound():
     assert bound_and_reason(regs, SolveOptions())[1].startswith("registers:")
     assert binding_memory(build_problem(load_program("fa_fwd", h100, {"subtiles": 2}), h100), SolveOptions()) is None
     assert binding_memory(regs, SolveOptions(swp_only=True)) is None
+
+
+def _ring(latency_ab: int = 10):
+    """Two 10-cycle warpgroup ops on h100 in a recurrence a -> b -> next a, each result 8 registers; b may
+    issue ``latency_ab`` cycles after a (an edge shorter than a's latency: b reads an early part)."""
+    from twill import Issuer, LoopBuilder, Use
+
+    b = LoopBuilder("ring")
+    b.op("a", kind="work", uses=[Use(unit="alu", length=10)], latency=10, issuer=Issuer.WARPGROUP, regs=8)
+    b.op("b", kind="work", uses=[Use(unit="fp32", length=10)], latency=10, issuer=Issuer.WARPGROUP, regs=8)
+    b.edge("a", "b", latency=latency_ab)
+    b.edge("b", "a", distance=1)
+    arch = get_arch("h100")
+    return build_problem(b.build(), arch)
+
+
+def test_pinned_groups_put_their_hand_offs_and_waits_into_the_recurrence_bound():
+    """Pinned apart, each value of the ring crosses groups through shared memory (157 cycles each way on
+    h100), so II >= 10 + 10 + 2 x 157 = 334; pinned together, a holds the group 10 cycles before b may issue,
+    even where the edge lets b start 4 cycles after a, so II >= 20 where the free problem's static bound is 14 (its optimum
+    is 20 too: apart, the hand-offs cost more). The solver meets each pinned bound with a proof."""
+    from twill.solver import solve
+    from twill.validate import validate
+
+    cases = ((_ring(), (), 20, 20), (_ring(), (("a", 0), ("b", 1)), 334, 334), (_ring(4), (), 14, 20),
+             (_ring(4), (("a", 0), ("b", 0)), 20, 20))
+    for p, pins, bound, ii in cases:
+        o = SolveOptions(workers=1, time_limit=30, fixed_groups=pins)
+        lb, why = bound_and_reason(p, o)
+        assert lb == bound and ("pinned" in why) == bool(pins)
+        sched = solve(p, o)
+        assert (sched.ii, sched.status) == (ii, "optimal") and validate(p, sched) == []
+
+
+def test_the_ops_pinned_to_one_group_bound_ii_by_their_holds():
+    """Three independent 10-cycle warpgroup ops on three units: free, II >= 10 (each in its own group); pinned to
+    one group, they issue one after another, II >= 30, and the solver meets it."""
+    from twill import Issuer, LoopBuilder, Use
+    from twill.solver import solve
+
+    b = LoopBuilder("three")
+    for name, unit in (("a", "alu"), ("b", "fp32"), ("c", "mufu")):
+        b.op(name, kind="work", uses=[Use(unit=unit, length=10)], latency=10, issuer=Issuer.WARPGROUP)
+    p = build_problem(b.build(), get_arch("h100"))
+    assert bound_and_reason(p, SolveOptions())[0] == 10
+    one = SolveOptions(workers=1, time_limit=30, fixed_groups=(("a", 5), ("b", 5), ("c", 5)))
+    lb, why = bound_and_reason(p, one)
+    assert (lb, why) == (30, "in-order issue: the ops pinned to group 5 hold it 30 cycles per iteration")
+    assert solve(p, one).ii == 30
+    two = SolveOptions(fixed_groups=(("a", 5), ("b", 5)))  # c unpinned: only the pinned holds count
+    assert bound_and_reason(p, two)[0] == 20
+
+
+def test_fa4_roles_pinned_keep_the_s_tile_in_tmem_longer():
+    """FA4's roles pinned on b200 (o_chunks 2): the last P store (softmax warpgroup) reaches P·V (the MMA warp)
+    through an mbarrier, so each S tile lives longer and TMEM's average occupancy needs II >= 2546, 100 cycles
+    above the free problem's 2446; CP-SAT took 85 s (2 workers) to prove 2539 of it in the search."""
+    import runpy
+
+    from twill.options import pin_groups
+
+    p = _fa4(s_frags=4, split_p=3, o_chunks=2, emu=0.125)
+    roles = runpy.run_path("programs/fa_fwd.py")["FA4_ROLES"]
+    pins = pin_groups([op.name for op in p.ops], roles)
+    assert bound_and_reason(p, SolveOptions())[0] == 2446
+    lb, why = bound_and_reason(p, SolveOptions(fixed_groups=pins))
+    assert lb == 2546 and why.startswith("tmem:") and "pinned" in why

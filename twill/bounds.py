@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import networkx as nx
 
@@ -22,7 +22,7 @@ from twill.problem import Problem, per_problem, read_time
 __all__ = ["UnitBound", "Recurrence", "Bounds", "StorageBound", "ResidueCut", "res_mii", "rec_mii", "storage_mii",
            "monotone_in_ii",
            "compute_bounds", "residue_cuts", "lower_bound", "bound_and_reason", "sequential_ii",
-           "stage_bound", "issue_mii", "longest_paths", "shortest_lifetimes", "with_resident_rings", "colive_values"]
+           "stage_bound", "issue_mii", "under_pinned_groups", "longest_paths", "shortest_lifetimes", "with_resident_rings", "colive_values"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -471,7 +471,64 @@ def _bound(problem: Problem, options: SolveOptions, bounds: Bounds | None) -> tu
                               reason=str(err)) from None
     if storage is not None:
         lb, why = storage.ii, storage.sentence()
+    pinned = _pinned_bound(problem, options, lb)
+    if pinned is not None:
+        lb, why = pinned
     return lb, why, storage
+
+
+def under_pinned_groups(problem: Problem, options: SolveOptions) -> Problem | None:
+    """``problem`` with every edge whose two ends ``--groups`` pins carrying the least issue distance that
+    grouping imposes, or None when nothing is pinned (or the problem has no warp groups).
+
+    An edge between two groups waits for its hand-off (``Problem.cross_group_cost``, the model's
+    dependence family); an edge within one group waits out its source's hold (in-order issue,
+    ``Problem.same_group_latency``). Every schedule under the pins meets these distances, so the bounds
+    of the result (recurrences, and the memories on average, whose shortest lifetimes run along the
+    same paths) are bounds of the pinned problem: FA4's roles pinned on b200 put the P store and its
+    P·V in different groups, and the S tile in TMEM lives 92 cycles longer per iteration."""
+    pins = dict(options.fixed_groups)
+    if options.swp_only or not pins:
+        return None
+    edges = []
+    for e in problem.edges:
+        if e.src not in pins or e.dst not in pins:
+            edges.append(e)
+        elif pins[e.src] == pins[e.dst]:
+            edges.append(replace(e, latency=problem.same_group_latency(e), cross_latency=None))
+        else:
+            edges.append(replace(e, latency=e.latency + max(0, problem.cross_group_cost(e)), cross_latency=None))
+    return replace(problem, body=replace(problem.body, edges=tuple(edges)))
+
+
+def _pinned_bound(problem: Problem, options: SolveOptions, lb: int) -> tuple[int, str] | None:
+    """A bound above ``lb`` that holds only under the options' pinned groups (``under_pinned_groups``): the
+    holds of the ops pinned to one group sum to at most II (in-order issue), and the recurrences and the
+    memories' average occupancy with the pinned edges' distances. None where none exceeds ``lb``."""
+    pinned = under_pinned_groups(problem, options)
+    if pinned is None:
+        return None
+    found: list[tuple[int, str]] = [(lb, "")]
+    holds: dict[int, int] = {}
+    for name, group in options.fixed_groups:
+        holds[group] = holds.get(group, 0) + problem.hold(name)
+    group, total = max(holds.items(), key=lambda gh: (gh[1], -gh[0]))
+    found.append((total, f"in-order issue: the ops pinned to group {group} hold it {total} cycles per iteration"))
+    recurrence = rec_mii(pinned)
+    if recurrence is not None:
+        found.append((recurrence.ii, f"recurrence {' -> '.join(recurrence.ops)} with the pinned groups' hand-offs "
+                                     f"and in-order waits (latency {recurrence.latency} over distance "
+                                     f"{recurrence.distance})"))
+    floor = max(ii for ii, _ in found)
+    try:
+        storage = storage_mii(pinned, floor, sequential_ii(pinned))
+    except ValueError as err:
+        raise InfeasibleError(f"{problem.body.name!r} on {problem.arch.name!r}: infeasible with the pinned groups: "
+                              f"{err}", reason=str(err)) from None
+    if storage is not None:
+        found.append((storage.ii, f"{storage.sentence()}, with the pinned groups' hand-offs and in-order waits"))
+    best = max(found, key=lambda f: f[0])  # the first of equals: lb itself, then the cheaper reasons
+    return best if best[0] > lb else None
 
 
 def issue_mii(problem: Problem, options: SolveOptions) -> tuple[int, str] | None:

@@ -207,3 +207,21 @@ def test_fa4_roles_pinned_keep_the_s_tile_in_tmem_longer():
     assert bound_and_reason(p, SolveOptions())[0] == 2446
     lb, why = bound_and_reason(p, SolveOptions(fixed_groups=pins))
     assert lb == 2546 and why.startswith("tmem:") and "pinned" in why
+
+
+def test_show_prints_the_bound_under_the_pinned_groups(capsys):
+    """`twill show --groups` prints the bound of that grouping; a name that is no op is one line and exit 2."""
+    import runpy
+
+    from twill.cli import main
+
+    roles = runpy.run_path("programs/fa_fwd.py")["FA4_ROLES"]
+    fa4 = ["fa_fwd", "--arch", "b200", "-p", "subtiles=2", "-p", "block_m=256", "-p", "s_frags=4", "-p", "split_p=3",
+           "-p", "o_chunks=2", "-p", "emu=0.125"]
+    assert main(["show", *fa4]) == 0
+    assert "joint problem (warp groups and memories): II >= 2446; tmem:" in capsys.readouterr().out
+    assert main(["show", *fa4, "--groups", roles]) == 0
+    assert "joint problem (warp groups and memories, the groups pinned): II >= 2546; tmem:" in capsys.readouterr().out
+    assert main(["show", "toy", "--arch", "h100", "--groups", "zz=1"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err.strip() == "twill: error: --groups names zz, not ops of toy (ops: S, P, O)"

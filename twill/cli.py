@@ -112,6 +112,7 @@ def cmd_show(args: argparse.Namespace) -> int:
     from twill.bounds import compute_bounds
 
     p = _problem(args)
+    pins = _pinned(args, p)
     print(f"{p.body.name} on {p.arch.name}: {len(p.ops)} ops, {len(p.edges)} edges"
           + (f"  ({', '.join(f'{k}={v}' for k, v in p.body.params.items())})" if p.body.params else ""))
     rows = []
@@ -138,15 +139,15 @@ def cmd_show(args: argparse.Namespace) -> int:
     from twill.bounds import bound_and_reason
     from twill.options import SolveOptions
 
-    joint, why = bound_and_reason(p, SolveOptions(), b)
+    joint, why = bound_and_reason(p, SolveOptions(fixed_groups=pins), b)
     if joint > b.mii:
-        print(f"joint problem (warp groups and memories): II >= {joint}; {why}")
+        print(f"joint problem (warp groups and memories{', the groups pinned' if pins else ''}): II >= {joint}; {why}")
     from twill.bounds import sequential_ii
     from twill.solver.run import Work
     from twill.solver.structure import structure_floor
 
     # a few CP-SAT probes of the structure relaxation (docs/design.md §3.1b), 5 units at most
-    floor = structure_floor(p, SolveOptions(workers=1), joint, sequential_ii(p), Work.starting_now(60.0, 5.0))
+    floor = structure_floor(p, SolveOptions(workers=1, fixed_groups=pins), joint, sequential_ii(p), Work.starting_now(60.0, 5.0))
     if floor is not None and floor.ii > joint:
         print(floor.sentence() + ("" if floor.decided else " (probes cut short: it may lie higher)"))
     return 0
@@ -189,6 +190,24 @@ def _fixed_groups(text: str | None, ops: list[str] | None = None) -> tuple[tuple
             raise TwillError(f"--groups {text!r}: expected OP=GROUP[,OP=GROUP...] with GROUP a number, got {item!r}")
         out.append((name.strip(), int(group)))
     return tuple(out)
+
+
+def _groups_arg(p: argparse.ArgumentParser, more: str = "") -> None:
+    """The ``--groups`` option of ``solve`` and ``show``."""
+    p.add_argument("--groups", metavar="OP=G,... | PATTERNS;...",
+                   help="impose warp groups on ops, e.g. 'load_a=0,mma0=1,mma1=2' (group numbers only tell ops apart; "
+                   "the solver still chooses warps and registers), or pin every op with fnmatch patterns, groups "
+                   "separated by ';' (e.g. 'load_*;qk*,pv*;lds0,exc0_*;...'; programs/fa_fwd.py FA4_ROLES)" + more)
+
+
+def _pinned(args: argparse.Namespace, problem: Problem) -> tuple[tuple[str, int], ...]:
+    """``--groups`` for ``problem``, every name checked against its ops."""
+    pins = _fixed_groups(getattr(args, "groups", None), [op.name for op in problem.ops])
+    unknown = sorted({name for name, _ in pins} - {op.name for op in problem.ops})
+    if unknown:
+        raise TwillError(f"--groups names {', '.join(unknown)}, not ops of {problem.body.name} "
+                         f"(ops: {', '.join(op.name for op in problem.ops)})")
+    return pins
 
 
 def _options(args: argparse.Namespace, from_start: bool = False, problem: Problem | None = None):
@@ -256,11 +275,7 @@ def cmd_solve(args: argparse.Namespace) -> int:
     problem = _problem(args)
     if getattr(args, "solver", "cpsat") == "z3":
         from twill.solver.z3_backend import solve_z3 as solve
-    options = _options(args, from_start=True, problem=problem)
-    unknown = sorted({name for name, _ in options.fixed_groups} - {op.name for op in problem.ops})
-    if unknown:
-        raise TwillError(f"--groups names {', '.join(unknown)}, not ops of {problem.body.name} "
-                         f"(ops: {', '.join(op.name for op in problem.ops)})")
+    options = replace(_options(args, from_start=True, problem=problem), fixed_groups=_pinned(args, problem))
     sched = solve(problem, options)
     print_summary(problem, sched)
     _check(problem, sched)
@@ -592,6 +607,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("show", help="show a program's ops, costs and lower bounds on an arch")
     _program_args(p)
+    _groups_arg(p, "; the bounds then hold for that grouping (its hand-offs, in-order waits and holds)")
     p.set_defaults(func=cmd_show)
 
     p = sub.add_parser("import", help="import a Triton kernel or TTGIR file and save its loop body as a graph file")
@@ -620,10 +636,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="most warp groups considered (default %(default)s)")
     p.add_argument("--max-warps", type=int, default=None, help="ablation: allow fewer warps than the CTA holds")
     p.add_argument("--no-handoff", action="store_true", help="ablation: no register value may cross warp groups")
-    p.add_argument("--groups", metavar="OP=G,... | PATTERNS;...",
-                   help="impose warp groups on ops, e.g. 'load_a=0,mma0=1,mma1=2' (group numbers only tell ops apart; "
-                   "the solver still chooses warps and registers), or pin every op with fnmatch patterns, groups "
-                   "separated by ';' (e.g. 'load_*;qk*,pv*;lds0,exc0_*;...'; programs/fa_fwd.py FA4_ROLES)")
+    _groups_arg(p)
     p.add_argument("--single-stage", action="store_true",
                    help="ablation: no cross-iteration software pipeline (each iteration within its own II window, "
                         "as warp-specialized code without pipelining runs)")

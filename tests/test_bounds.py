@@ -225,3 +225,20 @@ def test_show_prints_the_bound_under_the_pinned_groups(capsys):
     assert main(["show", "toy", "--arch", "h100", "--groups", "zz=1"]) == 2
     captured = capsys.readouterr()
     assert captured.out == "" and captured.err.strip() == "twill: error: --groups names zz, not ops of toy (ops: S, P, O)"
+
+
+def test_a_feasible_answer_names_its_bound():
+    """An answer the budget ends before any proof still says why no smaller II exists: FA4's roles pinned, one unit
+    of work: the pinned groups' TMEM bound."""
+    import runpy
+
+    from twill.options import pin_groups
+    from twill.solver import solve
+
+    p = _fa4(s_frags=4, split_p=3, o_chunks=2, emu=0.125)
+    pins = pin_groups([op.name for op in p.ops], runpy.run_path("programs/fa_fwd.py")["FA4_ROLES"])
+    sched = solve(p, SolveOptions(workers=1, time_limit=120, work_limit=1, fixed_groups=pins))
+    assert (sched.status, sched.ii_lower_bound) == ("feasible", 2546)
+    assert sched.proof.startswith("feasible: the search's work budget is spent; every II below 2546 is proven "
+                                  "infeasible (lower bound 2546: tmem: ")
+    assert sched.proof.endswith("with the pinned groups' hand-offs and in-order waits)")

@@ -645,7 +645,8 @@ def _proof(optimal: bool, ii: int, lb: int, floor: int, why: str, cut: bool = Fa
     if not optimal:
         limit = ("the wall-clock cap (--time-limit) cut the search, so this answer depends on the machine's load"
                  if cut else "the search's work budget is spent")
-        return f"feasible: {limit}; every II below {floor} is proven infeasible{how}"
+        refuted = "" if floor <= lb else f"; CP-SAT refuted [{lb}, {floor - 1}]{how}"
+        return f"feasible: {limit}; every II below {floor} is proven infeasible (lower bound {lb}: {why}{refuted})"
     # II is proven whatever the load; what the cap cut after it (the secondary objectives, the canonical pass) is not
     after = ("; the wall-clock cap (--time-limit) cut the search: II is proven, but the secondary objectives and the "
              "starts depend on the machine's load") if cut else ""

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 
 import z3
 
-from twill.bounds import compute_bounds, lower_bound, sequential_ii, stage_bound
+from twill.bounds import bound_and_reason, compute_bounds, sequential_ii, stage_bound
 from twill.errors import InfeasibleError
 from twill.ir import Carrier, Op
 from twill.options import SolveOptions
@@ -400,7 +400,7 @@ def solve_z3(problem: Problem, options: SolveOptions | None = None) -> Schedule:
     if not options.swp_only:
         problem.require_possible()
     bounds = compute_bounds(problem)
-    lb = lower_bound(problem, options, bounds)
+    lb, why = bound_and_reason(problem, options, bounds)
     cap = sequential_ii(problem)
     max_stage = stage_bound(problem, lb, not options.swp_only)  # the stage bound at lb covers every II >= lb
     undecided: int | None = None  # the first II whose check ran out of time
@@ -439,7 +439,7 @@ def solve_z3(problem: Problem, options: SolveOptions | None = None) -> Schedule:
         v.solver.add(v.objectives[name] <= value)
         if report:
             report(f"z3: {name} = {value} ({'proven' if proven[name] else 'best found'})")
-    proof = _proof(optimal, ii, lb, undecided, bounds.binding())
+    proof = _proof(optimal, ii, lb, undecided, why)
     return assemble(problem, options, _assignment(v, model), optimal=optimal,
                     proven_lb=ii if optimal else undecided, proof=proof, proven=proven,
                     seconds=time.monotonic() - began)

@@ -218,7 +218,6 @@ def _options(args: argparse.Namespace, from_start: bool = False, problem: Proble
     if not args.time_limit > 0:
         raise TwillError(f"--time-limit {args.time_limit:g}: must be a positive number of seconds")
     spent = time.monotonic() - _STARTED + _OUTPUT if from_start else 0.0
-    ops = [op.name for op in problem.ops] if problem is not None else None
     return SolveOptions(
         objective=tuple(x.strip() for x in args.objective.split(",")),
         swp_only=args.swp_only,
@@ -230,7 +229,7 @@ def _options(args: argparse.Namespace, from_start: bool = False, problem: Proble
         max_groups=args.max_groups,
         max_warps=args.max_warps,
         no_handoff=args.no_handoff,
-        fixed_groups=_fixed_groups(getattr(args, "groups", None), ops),
+        fixed_groups=_pinned(args, problem) if problem is not None else _fixed_groups(getattr(args, "groups", None)),
         single_stage=getattr(args, "single_stage", False),
         progress=None if args.quiet else (lambda msg: print(msg, file=sys.stderr, flush=True)),
     )
@@ -275,7 +274,7 @@ def cmd_solve(args: argparse.Namespace) -> int:
     problem = _problem(args)
     if getattr(args, "solver", "cpsat") == "z3":
         from twill.solver.z3_backend import solve_z3 as solve
-    options = replace(_options(args, from_start=True, problem=problem), fixed_groups=_pinned(args, problem))
+    options = _options(args, from_start=True, problem=problem)
     sched = solve(problem, options)
     print_summary(problem, sched)
     _check(problem, sched)

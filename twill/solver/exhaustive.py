@@ -384,14 +384,16 @@ def _product(choices: list[list[tuple[int, int]]], warps_left: int, words_left: 
 
 
 def solve_exhaustive(problem: Problem, options: SolveOptions | None = None, *, stats: SearchStats | None = None,
-                     ii_from: int | None = None) -> Schedule:
+                     ii_from: int | None = None, ii_to: int | None = None) -> Schedule:
     """The first schedule, in order of II, that the validator accepts; optimal by enumeration.
 
     Honours ``swp_only``, ``max_groups``, ``max_warps``, ``no_handoff``,
     ``isolate_variable_latency``, ``fixed_groups``, ``single_stage`` and ``time_limit``;
     secondary objectives are not optimised (only II is proven). The search starts at
     ``lower_bound`` (the solvers' proven bound) unless ``ii_from`` says otherwise: starting at 1
-    trusts no bound at all, and tests the bounds themselves.
+    trusts no bound at all, and tests the bounds themselves. ``ii_to`` ends the search early: an
+    ``InfeasibleError`` then refutes the window [``ii_from``, ``ii_to``] only, which is how a test
+    checks that no schedule lies between a weaker bound and a stronger one.
 
     Raises
     ------
@@ -412,7 +414,7 @@ def solve_exhaustive(problem: Problem, options: SolveOptions | None = None, *, s
     stats = stats if stats is not None else SearchStats()
     began = time.monotonic()
     lb = lower_bound(problem, options) if ii_from is None else ii_from
-    cap = sequential_ii(problem)
+    cap = sequential_ii(problem) if ii_to is None else ii_to
     if not options.swp_only and problem.impossibilities():
         cap = lb - 1  # no II can hold a buffer that is larger than its memory
     search = _Search(problem, options, stage_bound(problem, lb, not options.swp_only), stats)
@@ -427,8 +429,8 @@ def solve_exhaustive(problem: Problem, options: SolveOptions | None = None, *, s
         except TimeoutError:
             raise InfeasibleError(f"{problem.body.name!r} on {problem.arch.name!r}: exhaustive search ran out of "
                                   f"time at II {ii}", reason="time limit") from None
-    raise InfeasibleError(f"{problem.body.name!r} on {problem.arch.name!r}: no schedule exists for any II up to "
-                          f"{cap} (exhaustive search)", reason="search exhausted")
+    raise InfeasibleError(f"{problem.body.name!r} on {problem.arch.name!r}: no schedule exists for any II in "
+                          f"[{lb}, {cap}] (exhaustive search)", reason="search exhausted")
 
 
 def _schedule(problem: Problem, options: SolveOptions, ii: int, starts: list[int], groups: list[int],

@@ -6,7 +6,9 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
+from twill.options import SolveOptions
 from twill.schedule import Schedule
+from twill.solver.assemble import Assignment, assemble
 from twill.solver.compact import compact_stages
 from twill.validate import problem_for, validate
 
@@ -55,3 +57,18 @@ def test_a_compact_schedule_comes_back_unchanged():
                       length=once.length + 4 * once.ii)
     assert not validate(p, shifted)
     assert compact_stages(p, shifted).ops == once.ops
+
+
+def test_the_reported_length_is_the_schedules_own():
+    """Where the budget ran out before the length objective, the model's length variable is only bounded below by
+    the starts (the search once printed "length 1841482 (best found)" for a 16176-cycle schedule of
+    random-regs-16011): the schedule reports the length of its starts."""
+    sched = Schedule.read(DATA / "fa_fwd_h100_31_stages.json")
+    p = problem_for(sched)
+    a = Assignment(ii=sched.ii, starts={o.id: o.start for o in sched.ops}, groups={o.id: o.group for o in sched.ops},
+                   warps={g.id: g.warps for g in sched.groups}, regs={g.id: g.regs_per_thread for g in sched.groups},
+                   copies={b.value: b.copies for b in sched.buffers if "->" not in b.value},
+                   objective_values={"ii": sched.ii, "length": 10**6})
+    out = assemble(p, SolveOptions(), a, optimal=False, proven_lb=sched.ii_lower_bound, proof="", proven={},
+                   seconds=0.0)
+    assert out.length == sched.length == 75671 and out.objective_values["length"] == 75671

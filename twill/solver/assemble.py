@@ -80,11 +80,14 @@ def assemble(problem: Problem, options: SolveOptions, a: Assignment, *, optimal:
                                       bytes=problem.handoff_bytes(e)))
     length = max(o.start + max(problem.op(o.id).latency, problem.hold(o.id), problem.op(o.id).busy_cycles)
                  for o in ops)
+    values = dict(a.objective_values)
+    if "length" in values:  # the model's length is only bounded below by the starts where it was not minimised
+        values["length"] = length
     return Schedule(
         program=problem.body.name, arch=problem.arch.name, status="optimal" if optimal else "feasible", ii=ii,
         ii_lower_bound=ii if optimal else proven_lb, length=length, solve_seconds=seconds, ops=tuple(ops),
         groups=tuple(groups), buffers=tuple(buffers), body=problem.body, proof=proof, swp_only=options.swp_only,
-        objective=tuple(options.objective), objective_values=dict(a.objective_values),
+        objective=tuple(options.objective), objective_values=values,
         options={"max_groups": options.max_groups, "max_warps": options.max_warps, "no_handoff": options.no_handoff,
                  "isolate_variable_latency": options.isolate_variable_latency, "objective_proven": dict(proven)},
         arch_path=str(problem.arch.path) if problem.arch.origin == "file" and problem.arch.path else None,

@@ -132,11 +132,12 @@ def solve(problem: Problem, options: SolveOptions | None = None) -> Schedule:
         ctx.work.found_first()  # a no-op where IMS's schedule, in hand earlier, already marked it
         ctx.report(f"first schedule, from {_source(incumbent)}, at II {incumbent.ii}")
     lb, why = _structure_floor(ctx, lb, why, sequential_ii(problem) if incumbent is None else incumbent.ii - 1)
-    for stage in (_structured, _pipelined):
-        better = stage(ctx, lb, incumbent)
-        if better is not None:
-            incumbent = better
-            ctx.work.found_first()
+    piped = _pipelined(ctx, lb, incumbent)
+    better = min((s for s in (piped, _structured(ctx, lb, incumbent)) if s is not None), key=lambda s: s.ii,
+                 default=None)
+    if better is not None:
+        incumbent = better
+        ctx.work.found_first()
     cap = sequential_ii(problem) if incumbent is None else incumbent.ii - 1
     if incumbent is not None:
         ctx.upper = hints.from_schedule(problem, incumbent)
@@ -184,12 +185,14 @@ PIPELINE_GROUPS = 4  # the most groups of fixed-latency work a pipeline grouping
 
 
 def _pipelined(ctx: Context, lb: int, best: Schedule | None) -> Schedule | None:
-    """A better first schedule on a large body still far from its floor after the proposals (the improvement
-    phase's gate, ``IMPROVE_OPS`` and ``IMPROVE_GAP``): the constructive scheduler under groupings that cut the
-    body's topological order into 1..``PIPELINE_GROUPS`` runs of balanced issue work (``twill.solver.partitions``),
-    each charged as any construction; the best one below ``best``, or None. After ``_structured``, not before:
-    started from a pipeline's lower II, the proposals' bisection of targets misses schedules it finds from higher
-    (random-fa-16003: 7295 instead of 7103; docs/benchmarks_notes.md, session 34)."""
+    """A better first schedule on a large body far from its floor (the improvement phase's gate, ``IMPROVE_OPS``
+    and ``IMPROVE_GAP``): the constructive scheduler under groupings that cut the body's topological order into
+    1..``PIPELINE_GROUPS`` runs of balanced issue work (``twill.solver.partitions``), each charged as any
+    construction; the best one below ``best``, or None. The proposals (``_structured``) start from ``best``, not
+    from this schedule, and the lower of the two is kept: from a pipeline's lower II the proposals' bisection of
+    targets starts lower and misses schedules it builds from higher (random-fa-16003: 7295 instead of 7103), and
+    run after the proposals the gap gate skips bodies where the pipeline wins (random-tmem-16006: 2869 instead of
+    2642; docs/benchmarks_notes.md, session 34)."""
     p, o = ctx.problem, ctx.options
     if (not _heuristics_apply(o) or len(p.ops) < IMPROVE_OPS
             or (best is not None and best.ii <= IMPROVE_GAP * lb)):

@@ -35,6 +35,7 @@ from twill.solver.compact import compact_stages
 from twill.solver.construct import construct_schedule
 from twill.solver.ims import ims_swp, ims_triton_split
 from twill.solver.model import ScheduleModel, build_model
+from twill.solver.partitions import pipeline_groupings
 from twill.solver.phases import (
     FEASIBLE,
     IMPROVE,
@@ -131,7 +132,9 @@ def solve(problem: Problem, options: SolveOptions | None = None) -> Schedule:
         ctx.work.found_first()  # a no-op where IMS's schedule, in hand earlier, already marked it
         ctx.report(f"first schedule, from {_source(incumbent)}, at II {incumbent.ii}")
     lb, why = _structure_floor(ctx, lb, why, sequential_ii(problem) if incumbent is None else incumbent.ii - 1)
-    better = _structured(ctx, lb, incumbent)
+    piped = _pipelined(ctx, lb, incumbent)
+    better = min((s for s in (piped, _structured(ctx, lb, incumbent)) if s is not None), key=lambda s: s.ii,
+                 default=None)
     if better is not None:
         incumbent = better
         ctx.work.found_first()
@@ -176,6 +179,33 @@ def _structure_floor(ctx: Context, lb: int, why: str, cap: int) -> tuple[int, st
     ctx.refuted(lb, floor.ii - 1, "the warp-group structure relaxation")
     ctx.report(f"lower bound II >= {floor.ii}: {floor.sentence()}")
     return floor.ii, floor.sentence()
+
+
+PIPELINE_GROUPS = 4  # the most groups of fixed-latency work a pipeline grouping has (``twill.solver.partitions``)
+
+
+def _pipelined(ctx: Context, lb: int, best: Schedule | None) -> Schedule | None:
+    """A better first schedule on a large body far from its floor (the improvement phase's gate, ``IMPROVE_OPS``
+    and ``IMPROVE_GAP``): the constructive scheduler under groupings that cut the body's topological order into
+    1..``PIPELINE_GROUPS`` runs of balanced issue work (``twill.solver.partitions``), each charged as any
+    construction; the best one below ``best``, or None. The proposals (``_structured``) start from ``best``, not
+    from this schedule, and the lower of the two is kept: from a pipeline's lower II the proposals' bisection of
+    targets starts lower and misses schedules it builds from higher (random-fa-16003: 7295 instead of 7103), and
+    run after the proposals the gap gate skips bodies where the pipeline wins (random-tmem-16006: 2869 instead of
+    2642; docs/benchmarks_notes.md, session 34)."""
+    p, o = ctx.problem, ctx.options
+    if (not _heuristics_apply(o) or len(p.ops) < IMPROVE_OPS
+            or (best is not None and best.ii <= IMPROVE_GAP * lb)):
+        return None
+    found: Schedule | None = None
+    for groups in pipeline_groupings(p, o, PIPELINE_GROUPS):
+        if ctx.work.left() <= 0 or ctx.work.check_wall():
+            break
+        sched = _constructed(ctx, groups, found or best, lb)
+        if sched is not None:
+            found = sched
+            ctx.report(f"  constructed under a pipeline of {len(sched.groups)} groups: II {sched.ii}")
+    return found
 
 
 def _structured(ctx: Context, lb: int, best: Schedule | None) -> Schedule | None:

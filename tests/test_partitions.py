@@ -37,7 +37,7 @@ def test_each_grouping_is_a_forward_pipeline_with_loads_apart(seed, n, profile, 
     # given a large random body; when it is cut into 1..4 runs; then loads sit in group 0, every other group is a
     # run that hands its values forward, and the hand-offs' staging fits shared memory beside one slot per ring
     p = _problem(seed, n, profile, arch)
-    groupings = pipeline_groupings(p, SolveOptions(), 4)
+    groupings = pipeline_groupings(p, SolveOptions(), range(1, 5))
     assert groupings and len({tuple(sorted(g.items())) for g in groupings}) == len(groupings)
     room = p.arch.limit("smem_bytes_per_cta") - p.body.static_smem - sum(op.smem_bytes for op in p.ops)
     for groups in groupings:
@@ -50,21 +50,21 @@ def test_each_grouping_is_a_forward_pipeline_with_loads_apart(seed, n, profile, 
 def test_runs_balance_the_issue_work():
     """Two runs of random-units-16519's fixed-latency ops: each run's hold sum within 25% of half the total."""
     p = _problem(16519, 66, "units", "b200")
-    two = next(g for g in pipeline_groupings(p, SolveOptions(), 2) if max(g.values()) == 2)
+    two = next(g for g in pipeline_groupings(p, SolveOptions(), range(1, 3)) if max(g.values()) == 2)
     _, first, second = _holds(p, two)
     assert abs(first - second) <= 0.25 * (first + second) / 2
 
 
 def test_the_group_cap_limits_the_runs():
     p = _problem(16011, 80, "regs", "b200")
-    assert [max(g.values()) for g in pipeline_groupings(p, SolveOptions(max_groups=3), 4)] == [1, 2]
-    assert pipeline_groupings(p, SolveOptions(max_groups=1), 4) == []
+    assert [max(g.values()) for g in pipeline_groupings(p, SolveOptions(max_groups=3), range(1, 5))] == [1, 2]
+    assert pipeline_groupings(p, SolveOptions(max_groups=1), range(1, 5)) == []
 
 
 def test_fa_forward_two_sub_tiles_cuts_into_one_to_three_runs():
     arch = get_arch("h100")
     p = build_problem(load_program("fa_fwd", arch, {"subtiles": 2}), arch)
-    groupings = pipeline_groupings(p, SolveOptions(), 3)
+    groupings = pipeline_groupings(p, SolveOptions(), range(1, 4))
     assert [max(g.values()) for g in groupings] == [1, 2, 3]
     assert all(_runs_forward(p, g) for g in groupings)
 
@@ -73,6 +73,6 @@ def test_a_pipeline_builds_a_schedule_the_proposals_did_not():
     """random-regs-16011 (80 ops, b200): under its two-run pipeline the constructive scheduler builds II 7735, where
     the structure relaxation's proposals built 9037 at best in the search (docs/benchmarks_notes.md, session 34)."""
     p = _problem(16011, 80, "regs", "b200")
-    two = next(g for g in pipeline_groupings(p, SolveOptions(), 2) if max(g.values()) == 2)
+    two = next(g for g in pipeline_groupings(p, SolveOptions(), range(1, 3)) if max(g.values()) == 2)
     sched = construct_schedule(p, SolveOptions(), two).schedule
     assert sched is not None and sched.ii == 7735 and validate(p, sched) == []

@@ -83,9 +83,9 @@ def _grouping(problem: Problem, order: list[str], apart: list[str], k: int) -> d
     return None if best is None else best[1]
 
 
-def pipeline_groupings(problem: Problem, options: SolveOptions, most: int) -> list[dict[str, int]]:
-    """Groupings with 1..``most`` groups of fixed-latency work, each its topological order's best cut
-    into that many runs, distinct, within ``options.max_groups``.
+def pipeline_groupings(problem: Problem, options: SolveOptions, sizes: range) -> list[dict[str, int]]:
+    """Groupings with k groups of fixed-latency work for each k in ``sizes``, each its topological order's
+    best cut into k runs, distinct, within ``options.max_groups``.
 
     Examples
     --------
@@ -94,13 +94,13 @@ def pipeline_groupings(problem: Problem, options: SolveOptions, most: int) -> li
     >>> from twill.problem import build_problem
     >>> arch = get_arch("h100")
     >>> p = build_problem(load_program("fa_fwd", arch, {"subtiles": 2}), arch)
-    >>> [max(g.values()) for g in pipeline_groupings(p, SolveOptions(), 3)]
+    >>> [max(g.values()) for g in pipeline_groupings(p, SolveOptions(), range(1, 4))]
     [1, 2, 3]
     """
     apart = [op.name for op in problem.ops if op.variable_latency and options.isolate_variable_latency]
     order = _order(problem, {op.name for op in problem.ops} - set(apart))
     out: list[dict[str, int]] = []
-    for k in range(1, most + 1):
+    for k in sizes:
         if k + (1 if apart else 0) > options.max_groups:
             break
         groups = _grouping(problem, order, apart, k)

@@ -132,12 +132,11 @@ def solve(problem: Problem, options: SolveOptions | None = None) -> Schedule:
         ctx.work.found_first()  # a no-op where IMS's schedule, in hand earlier, already marked it
         ctx.report(f"first schedule, from {_source(incumbent)}, at II {incumbent.ii}")
     lb, why = _structure_floor(ctx, lb, why, sequential_ii(problem) if incumbent is None else incumbent.ii - 1)
-    piped = _pipelined(ctx, lb, incumbent)
-    better = min((s for s in (piped, _structured(ctx, lb, incumbent)) if s is not None), key=lambda s: s.ii,
-                 default=None)
-    if better is not None:
-        incumbent = better
-        ctx.work.found_first()
+    for stage in (_structured, _pipelined):
+        better = stage(ctx, lb, incumbent)
+        if better is not None:
+            incumbent = better
+            ctx.work.found_first()
     cap = sequential_ii(problem) if incumbent is None else incumbent.ii - 1
     if incumbent is not None:
         ctx.upper = hints.from_schedule(problem, incumbent)
@@ -182,23 +181,25 @@ def _structure_floor(ctx: Context, lb: int, why: str, cap: int) -> tuple[int, st
 
 
 PIPELINE_GROUPS = 4  # the most groups of fixed-latency work a pipeline grouping has (``twill.solver.partitions``)
+PIPELINE_GAP = 1.10  # pipelines are tried where the proposals' best schedule ends this far above the floor
 
 
 def _pipelined(ctx: Context, lb: int, best: Schedule | None) -> Schedule | None:
-    """A better first schedule on a large body far from its floor (the improvement phase's gate, ``IMPROVE_OPS``
-    and ``IMPROVE_GAP``): the constructive scheduler under groupings that cut the body's topological order into
-    1..``PIPELINE_GROUPS`` runs of balanced issue work (``twill.solver.partitions``), each charged as any
-    construction; the best one below ``best``, or None. The proposals (``_structured``) start from ``best``, not
-    from this schedule, and the lower of the two is kept: from a pipeline's lower II the proposals' bisection of
-    targets starts lower and misses schedules it builds from higher (random-fa-16003: 7295 instead of 7103), and
-    run after the proposals the gap gate skips bodies where the pipeline wins (random-tmem-16006: 2869 instead of
-    2642; docs/benchmarks_notes.md, session 34)."""
+    """A better first schedule on a large body still far from its floor after the proposals (``IMPROVE_OPS``
+    ops or more, ``best`` above ``PIPELINE_GAP`` times the floor): the constructive scheduler under groupings that
+    cut the body's topological order into 2..``PIPELINE_GROUPS`` runs of balanced issue work
+    (``twill.solver.partitions``), each charged as any construction; the best one below ``best``, or None.
+    After the proposals, not before or beside them: from a pipeline's lower II the proposals' bisection of targets
+    misses schedules it builds from higher (random-fa-16003: 7295 instead of 7103), and a pipeline's schedule
+    handed to the search in place of the proposals' cost random-fa-16503 its proof (12414 instead of 12288
+    optimal); bodies whose proposals end within 10% of the floor keep the path they had. One run (k = 1) was
+    never the best and is the slowest to build (docs/benchmarks_notes.md, session 34)."""
     p, o = ctx.problem, ctx.options
     if (not _heuristics_apply(o) or len(p.ops) < IMPROVE_OPS
-            or (best is not None and best.ii <= IMPROVE_GAP * lb)):
+            or (best is not None and best.ii <= PIPELINE_GAP * lb)):
         return None
     found: Schedule | None = None
-    for groups in pipeline_groupings(p, o, PIPELINE_GROUPS):
+    for groups in pipeline_groupings(p, o, range(2, PIPELINE_GROUPS + 1)):
         if ctx.work.left() <= 0 or ctx.work.check_wall():
             break
         sched = _constructed(ctx, groups, found or best, lb)

@@ -103,6 +103,7 @@ class Context:
     swept: float = 0.0  # work the sweep has spent over all windows (``SWEEP_TOTAL``)
     groupings: bool | None = None  # Benders over groupings: untried, decided a probe the joint model did not, or not
     refuted_below: int = 0  # on a monotone problem the highest refuted II + 1, every II below refuted; else 0
+    proposed: int | None = None  # the II the first schedules ended at before the pipelines: the improvement's gate
     monotone: bool = field(init=False)  # feasibility closed upwards in II (design.md §3.1e)
 
     def __post_init__(self) -> None:

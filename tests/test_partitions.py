@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 
 from twill.arch.registry import get_arch
@@ -11,6 +13,9 @@ from twill.problem import Problem, build_problem
 from twill.random_loops import random_body
 from twill.solver.construct import construct_schedule
 from twill.solver.partitions import pipeline_groupings
+from twill.solver.phases import Context
+from twill.solver.run import Work
+from twill.solver.search import _improvable, _pipelined
 from twill.validate import validate
 
 
@@ -76,3 +81,35 @@ def test_a_pipeline_builds_a_schedule_the_proposals_did_not():
     two = next(g for g in pipeline_groupings(p, SolveOptions(), range(1, 3)) if max(g.values()) == 2)
     sched = construct_schedule(p, SolveOptions(), two).schedule
     assert sched is not None and sched.ii == 7735 and validate(p, sched) == []
+
+
+def _context(p: Problem, proposed: int | None = None) -> Context:
+    options = SolveOptions(workers=1)
+    ctx = Context(p, options, Work.starting_now(options.time_limit, options.work))
+    ctx.proposed = proposed
+    return ctx
+
+
+def test_pipelines_are_tried_only_where_the_proposals_end_far_from_the_floor():
+    """random-regs-16011 (80 ops): at 1.10 x the floor or below the proposals' schedule is kept as it is; above, the
+    pipelines build a lower one (II 7735, the two-run cut, from a first schedule at 9037)."""
+    p, lb = _problem(16011, 80, "regs", "b200"), 4219
+    assert _pipelined(_context(p), lb, SimpleNamespace(ii=int(1.10 * lb))) is None
+    built = _pipelined(_context(p), lb, SimpleNamespace(ii=9037))
+    assert built is not None and built.ii == 7735 and validate(p, built) == []
+
+
+def test_the_improvement_gate_reads_the_schedule_before_the_pipelines():
+    """A pipeline that lands under 1.25 x the floor does not switch the improvement phase off (random-units-16019:
+    3127 with the phase, 3332 without): the gate reads ``ctx.proposed``, the schedule in hand only where no
+    proposal ran."""
+    p, lb = _problem(16019, 74, "units", "b200"), 2688
+    near, far = SimpleNamespace(ii=int(1.25 * lb)), SimpleNamespace(ii=int(1.25 * lb) + 1)
+    cases = [(far.ii, near, True), (near.ii, far, False), (None, far, True), (None, near, False)]
+    for proposed, upper, expected in cases:
+        ctx = _context(p, proposed)
+        ctx.upper = upper
+        assert _improvable(ctx, lb) is expected, (proposed, upper.ii)
+    small = _context(_problem(16017, 26, "units", "b200"), 10 * lb)
+    small.upper = far
+    assert not _improvable(small, lb)

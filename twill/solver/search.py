@@ -337,15 +337,22 @@ def _descend(ctx: Context, lb: int, cap: int) -> Found | None:
     return out.found
 
 
+def _improvable(ctx: Context, lb: int) -> bool:
+    """Whether the improvement phase applies: a body of ``IMPROVE_OPS`` ops or more whose first schedules ended
+    more than ``IMPROVE_GAP`` times the floor. The gate reads the II before the pipeline groupings
+    (``ctx.proposed``): a pipeline that lands just under the gate would otherwise skip the phase and end higher
+    than the phase from the proposals' schedule does (random-units-16019: 3332 instead of 3127;
+    docs/benchmarks_notes.md, session 35)."""
+    if ctx.upper is None or len(ctx.problem.ops) < IMPROVE_OPS:
+        return False
+    judged = ctx.proposed if ctx.proposed is not None else ctx.upper.ii
+    return judged > IMPROVE_GAP * lb
+
+
 def _improve(ctx: Context, lb: int, cap: int) -> Outcome | None:
-    """The improvement phase (``phases.improve``) before any window, on a body of ``IMPROVE_OPS`` ops or
-    more whose first schedules ended more than ``IMPROVE_GAP`` times the floor; None where it does not apply
-    or found nothing. The gate reads the II before the pipeline groupings (``ctx.proposed``): a pipeline that
-    lands just under the gate would otherwise skip the phase and end higher than the phase from the
-    proposals' schedule does (random-units-16019: 3332 instead of 3127; docs/benchmarks_notes.md, session 35)."""
-    judged = ctx.proposed if ctx.proposed is not None else (ctx.upper.ii if ctx.upper is not None else None)
-    if (ctx.upper is None or judged is None or len(ctx.problem.ops) < IMPROVE_OPS or judged <= IMPROVE_GAP * lb
-            or cap < lb or ctx.work.left() <= 0):
+    """The improvement phase (``phases.improve``) before any window where ``_improvable``; None where it does
+    not apply or found nothing."""
+    if not _improvable(ctx, lb) or cap < lb or ctx.work.left() <= 0:
         return None
     out = improve(ctx, Window(lb, cap + 1), IMPROVE)
     if out.found is None:

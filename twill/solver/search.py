@@ -132,13 +132,9 @@ def solve(problem: Problem, options: SolveOptions | None = None) -> Schedule:
         ctx.work.found_first()  # a no-op where IMS's schedule, in hand earlier, already marked it
         ctx.report(f"first schedule, from {_source(incumbent)}, at II {incumbent.ii}")
     lb, why = _structure_floor(ctx, lb, why, sequential_ii(problem) if incumbent is None else incumbent.ii - 1)
-    for stage in (_structured, _pipelined):
-        if stage is _pipelined and incumbent is not None:
-            ctx.proposed = incumbent.ii
-        better = stage(ctx, lb, incumbent)
-        if better is not None:
-            incumbent = better
-            ctx.work.found_first()
+    incumbent = _better(ctx, incumbent, _structured(ctx, lb, incumbent))
+    ctx.proposed = None if incumbent is None else incumbent.ii  # the improvement's gate (``_improvable``)
+    incumbent = _better(ctx, incumbent, _pipelined(ctx, lb, incumbent))
     cap = sequential_ii(problem) if incumbent is None else incumbent.ii - 1
     if incumbent is not None:
         ctx.upper = hints.from_schedule(problem, incumbent)
@@ -180,6 +176,14 @@ def _structure_floor(ctx: Context, lb: int, why: str, cap: int) -> tuple[int, st
     ctx.refuted(lb, floor.ii - 1, "the warp-group structure relaxation")
     ctx.report(f"lower bound II >= {floor.ii}: {floor.sentence()}")
     return floor.ii, floor.sentence()
+
+
+def _better(ctx: Context, incumbent: Schedule | None, better: Schedule | None) -> Schedule | None:
+    """``better`` where a phase returned one (it returns only schedules below ``incumbent``), else ``incumbent``."""
+    if better is None:
+        return incumbent
+    ctx.work.found_first()
+    return better
 
 
 PIPELINE_GROUPS = 4  # the most groups of fixed-latency work a pipeline grouping has (``twill.solver.partitions``)

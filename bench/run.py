@@ -47,8 +47,9 @@ CASES = [
 
 def timed_solves(p, opts: SolveOptions, repeat: int):
     """(seconds of each solve, seconds until II was settled in each, last schedule or None, error
-    text); stops repeating after a time-out."""
-    times, settled, sched, error = [], [], None, ""
+    text, the distinct (II, status) answers); stops repeating after a run that is not proven optimal,
+    so a row repeated N times was proven in every one of its N runs."""
+    times, settled, sched, error, answers = [], [], None, "", []
     for _ in range(repeat):
         t = time.monotonic()
         try:
@@ -57,9 +58,21 @@ def timed_solves(p, opts: SolveOptions, repeat: int):
             sched, error = None, str(err).split(": ", 1)[-1]
         times.append(time.monotonic() - t)
         settled.append(sched.ii_seconds if sched is not None and sched.ii_seconds is not None else times[-1])
+        answer = (sched.ii, sched.status) if sched is not None else (None, "none found")
+        if answer not in answers:
+            answers.append(answer)
         if sched is None or sched.status != "optimal":
             break
-    return times, settled, sched, error
+    return times, settled, sched, error, answers
+
+
+def spread(values: list[float], runs: bool = False) -> str:
+    """The median, and where there are several runs their count and range: what the README quotes as a
+    claim's spread (issue 16)."""
+    median = f"{statistics.median(values):.1f}"
+    if len(values) < 2:
+        return median
+    return f"{median} ({'x' + str(len(values)) + ': ' if runs else ''}{min(values):.1f}-{max(values):.1f})"
 
 
 def run_case(label: str, arch_name: str, body_fn, swp_only: bool, repeat: int, limit: float) -> list[str]:
@@ -68,14 +81,15 @@ def run_case(label: str, arch_name: str, body_fn, swp_only: bool, repeat: int, l
     opts = SolveOptions(swp_only=swp_only, time_limit=limit)
     b = compute_bounds(p)
     lb = lower_bound(p, opts, b)
-    times, settled, sched, error = timed_solves(p, opts, repeat)
+    times, settled, sched, error, answers = timed_solves(p, opts, repeat)
     mode = "SWP only" if swp_only else "joint"
-    seconds = f"{statistics.median(times):.1f}" + (f" (x{len(times)})" if len(times) > 1 else "")
-    ii_seconds = f"{statistics.median(settled):.1f}"
+    seconds, ii_seconds = spread(times, runs=True), spread(settled)
     if sched is None:
         return [label, arch_name, mode, str(len(p.ops)), str(len(p.edges)), str(lb), "-", "none found", "-",
                 ii_seconds, seconds, PUBLISHED.get((label, arch_name), ""), error[:90]]
     note = f"II >= {sched.ii_lower_bound} proven" if sched.status != "optimal" else ""
+    if len(answers) > 1:  # a reproducible search gives one answer; say so loudly if it did not
+        note = "; ".join(filter(None, [note, "runs differ: " + ", ".join(f"{ii} {st}" for ii, st in answers)]))
     return [label, arch_name, mode, str(len(p.ops)), str(len(p.edges)), str(lb), str(sched.ii),
             sched.status, str(len(sched.groups)) if not swp_only else "-", ii_seconds, seconds,
             PUBLISHED.get((label, arch_name), ""), note]
@@ -97,7 +111,7 @@ def run_scaling(cap: float, arch_name: str = "h100") -> list[dict]:
         for swp in (True, False):
             opts = SolveOptions(swp_only=swp, time_limit=cap)
             lb = lower_bound(p, opts)
-            times, _, sched, error = timed_solves(p, opts, 1)
+            times, _, sched, error, _ = timed_solves(p, opts, 1)
             point = {"ops": n, "edges": len(p.edges), "mode": "SWP only" if swp else "joint", "lb": lb,
                      "ii": sched.ii if sched else None, "proven_lb": sched.ii_lower_bound if sched else None,
                      "status": sched.status if sched else "none found", "seconds": times[0],
@@ -209,7 +223,7 @@ def main() -> None:
     if args.only and "programs" in sections:
         kept.insert(0, f"programs rows other than {args.only}")
     header = ["program", "arch", "mode", "ops", "edges", "lower bound", "II", "status", "groups", "II settled s",
-              "solve s (median)", "published", "note"]
+              "solve s (median, runs: range)", "published", "note"]
     lines = [
         "# Benchmarks",
         "",
@@ -221,7 +235,9 @@ def main() -> None:
         f"Machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
         f"OR-Tools {ortools.__version__}, load average {table.get('programs', {}).get('load', load):.1f} when "
         f"the programs rows were measured (other jobs on the "
-        f"machine slow every timing). Default solve options (all objectives, 10 s per secondary phase).",
+        f"machine slow every timing). Default solve options: one CP-SAT worker per core, the deterministic work that "
+        f"goes with the cap ({SolveOptions(time_limit=args.time_limit).work:g} units), all objectives (each secondary "
+        f"one up to {SolveOptions().phase_limit:g} units of the work kept for them).",
         "",
         "| " + " | ".join(header) + " |",
         "|" + "---|" * len(header),
@@ -230,7 +246,9 @@ def main() -> None:
         "`optimal` means the II is proven minimal; `feasible` means a schedule was found whose II is not proven "
         "minimal (the note gives the II the search proved; the lower bound column is the static bound, "
         "max(ResMII, RecMII, StorageMII)); `none found` means the time limit ran out first. \"II settled s\" is when the "
-        "search had its II (proven, for optimal rows; the median over the repeats); the rest of the solve time "
+        "search had its II (proven, for optimal rows; the median over the repeats, their range in brackets); the solve "
+        "column's xN counts the runs, each proven optimal (repeats stop at the first run that is not, and a row whose "
+        "runs gave different answers says so in its note); the rest of the solve time "
         "goes to the secondary objectives (groups, hand-offs, registers, length) and the canonical schedule. "
         "Published times are Twill's, on one server core, with normalised (not exact) costs and no secondary "
         "objectives.",

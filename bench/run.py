@@ -213,13 +213,16 @@ def main() -> None:
         if args.only:  # the rerun rows replace theirs; the rest keep their last measurement
             fresh = {tuple(r[:3]): r for r in rows}
             rows = [fresh.pop(tuple(r[:3]), r) for r in table.get("programs", {}).get("rows", [])] + list(fresh.values())
-        table["programs"] = {"date": dt.date.today().isoformat(), "rows": rows, "load": round(load, 1)}
+        table["programs"] = {"date": dt.date.today().isoformat(), "rows": rows, "load": round(load, 1),
+                             "repeat": args.repeat}
     if "graphs" in sections:
-        table["graphs"] = {"date": dt.date.today().isoformat(), "rows": graph_rows(args.repeat, args.time_limit)}
+        table["graphs"] = {"date": dt.date.today().isoformat(), "rows": graph_rows(args.repeat, args.time_limit),
+                           "repeat": args.repeat}
     TABLE_RESULTS.write_text(json.dumps(table, indent=1) + "\n")
     rows = [r for part in ("programs", "graphs") for r in table.get(part, {}).get("rows", [])]
-    kept = [f"{part} measured on {table[part]['date']}" for part in ("programs", "graphs")
-            if part in table and part not in sections]
+    kept = [f"{part} measured on {table[part]['date']}" + (f" with --repeat {table[part]['repeat']}"
+                                                            if "repeat" in table[part] else "")
+            for part in ("programs", "graphs") if part in table and part not in sections]
     if args.only and "programs" in sections:
         kept.insert(0, f"programs rows other than {args.only}")
     header = ["program", "arch", "mode", "ops", "edges", "lower bound", "II", "status", "groups", "II settled s",

@@ -72,7 +72,8 @@ def spread(values: list[float], runs: bool = False) -> str:
     median = f"{statistics.median(values):.1f}"
     if len(values) < 2:
         return median
-    return f"{median} ({'x' + str(len(values)) + ': ' if runs else ''}{min(values):.1f}-{max(values):.1f})"
+    count = f"x{len(values)}: " if runs else ""
+    return f"{median} ({count}{min(values):.1f}-{max(values):.1f})"
 
 
 def run_case(label: str, arch_name: str, body_fn, swp_only: bool, repeat: int, limit: float) -> list[str]:

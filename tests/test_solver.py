@@ -275,6 +275,27 @@ def test_full_window_keeps_the_schedule_a_hint_slice_found(monkeypatch):
     assert ctx.work.spent < 1.0  # no pressure slice after the schedule
 
 
+def test_floor_hint_completes_the_relaxation_at_a_met_bound_and_refutes_an_unmet_one():
+    """``floor_hint`` (design.md §3.1) decides a one-II window from the hint relaxation's schedule: FA forward
+    with 2 sub-tiles on h100 meets its tensor-core bound 2048, and the relaxation's schedule completes there
+    (FOUND, the window's optimum); one-tile FA's relaxation also has a schedule at 2048, but the full model's
+    slice from it refutes the II (EMPTY). Either way the window's hinted slices count as tried, so its
+    ``full_window`` would go on from the repair."""
+    from twill.solver.phases import Verdict, Window, floor_hint
+    from twill.solver.run import Budget
+
+    budget = Budget(share=0, at_least=1.5)
+    ctx = _context(problem("fa_fwd", "h100", subtiles=2))
+    ctx.new_window(Window(2048, 2048))
+    out = floor_hint(ctx, Window(2048, 2048), budget)
+    assert out.verdict is Verdict.FOUND and out.found.ii == out.floor == 2048 and ctx.sliced
+    ctx = _context(problem("fa_fwd", "h100"))
+    ctx.new_window(Window(2048, 2048))
+    out = floor_hint(ctx, Window(2048, 2048), budget)
+    assert ctx.hint is not None and ctx.sliced  # the relaxation had a schedule: only the full model refutes it
+    assert out.verdict is Verdict.EMPTY and out.floor == 2049 and ctx.refutations[-1][:2] == (2048, 2048)
+
+
 def test_sweep_decides_a_narrow_window_ii_by_ii():
     """The sweep (design.md §3.1): the joint model at one fixed II on one worker refutes the one-tile
     FA window just above the structure floor, and in a window holding the optimum it stops at the

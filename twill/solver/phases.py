@@ -97,6 +97,7 @@ class Context:
     memory_schedule: Assignment | None = None  # the memory relaxation's least-II schedule
     memory_ran: bool = False
     hint: Assignment | None = None  # the hint relaxation's schedule
+    sliced: bool = False  # the full model's hinted slices from ``hint`` were tried on this window (``_hint_slices``)
     upper: Assignment | None = None  # the best schedule of the full problem known so far (with groups and budgets)
     refutations: list[tuple[int, int, str]] = field(default_factory=list)  # (lo, hi, by what): the proof
     window: Window | None = None  # the window being decided
@@ -121,7 +122,7 @@ class Context:
         return not self.options.swp_only and any(op.tmem_cols for op in self.problem.ops)
 
     def new_window(self, w: Window) -> None:
-        self.memory_schedule, self.memory_ran, self.hint, self.window = None, False, None, w
+        self.memory_schedule, self.memory_ran, self.hint, self.sliced, self.window = None, False, None, False, w
 
     def solver(self, units: float, portfolio: tuple[str, ...] = (), seed: int = 0) -> Solver:
         return solver(self.work, units, self.options.workers, portfolio, seed)
@@ -337,6 +338,42 @@ def _joint(ctx: Context) -> bool:
     return not ctx.options.swp_only
 
 
+def _unhinted(ctx: Context) -> bool:
+    """The hint relaxation, where ``floor_hint`` has not already found the window's schedule to start from."""
+    return _joint(ctx) and ctx.hint is None
+
+
+def _single_ii(ctx: Context) -> bool:
+    """A window of one II (the first window, at the lower bound): ``floor_hint`` applies."""
+    return _joint(ctx) and ctx.window is not None and ctx.window.lo == ctx.window.hi
+
+
+FLOOR_HINT = Budget(share=1 / 20, at_least=1.5)  # the relaxation at a single II, before the one-worker phases
+
+
+def floor_hint(ctx: Context, w: Window, budget: Budget) -> Outcome:
+    """At a single II, before the one-worker phases: the hint relaxation and, where it has a schedule, the full
+    model's first two hinted slices from it (``_hint_slices``). A fixed-II probe on one worker is built to refute; at
+    a bound the body meets (the shared graphs' recurrence and tensor-core bounds) it spends 8-13 units undecided,
+    where the relaxation finds a schedule in 0.1-2.7 units and the slices complete it in 1.4-6.4
+    (docs/benchmarks_notes.md, session 38). Any schedule found is at the window's one II, its optimum. Undecided,
+    the window keeps the pressure schedule, and its full window goes on from the repair (``_hinted``)."""
+    out = hint_relaxation(ctx, w, budget)
+    if out.verdict is not Verdict.UNDECIDED or ctx.hint is None:
+        return out
+    v = build_model(ctx.problem, ctx.options, w.lo, w.hi)
+    v.m.minimize(v.ii)
+    s, status = _hint_slices(ctx, v, w.lo)
+    if status == cp_model.INFEASIBLE:
+        ctx.refuted(w.lo, w.hi, "CP-SAT (the joint model)")
+        ctx.report(f"II window [{w.lo}, {w.hi}]: proven infeasible")
+        return Outcome(Verdict.EMPTY, w.hi + 1)
+    if status is not None or _holds_schedule(s):
+        ctx.report(f"II window [{w.lo}, {w.hi}]: the relaxation's schedule completed")
+        return Outcome(Verdict.FOUND, w.lo, Found(v, s))
+    return Outcome(Verdict.UNDECIDED, w.lo)
+
+
 def _worth_a_full_window(ctx: Context) -> bool:
     """Where neither relaxation found a schedule in its budget, the full window, a harder model,
     would stall too."""
@@ -373,23 +410,33 @@ def _hinted(ctx: Context, v: ScheduleModel, lo: int) -> tuple[Solver | None, int
     schedule ends the hints: the plain solve starts from it, and the solver returned holds it, so
     that it is kept if the plain solve ends without one (a later slice's hint would replace it).
 
+    1-2. ``_hint_slices`` (unless ``floor_hint`` ran them on this window already);
+    3. the pressure schedule completed into a full one with its groups fixed (``_repair``), left to
+       the window's plain solve.
+    """
+    s: Solver | None = None
+    if not ctx.sliced:
+        s, status = _hint_slices(ctx, v, lo)
+        if status is not None or _holds_schedule(s):
+            return s, status
+    v.m.clear_hints()
+    hints.hint(v, _repair(ctx, ctx.hint) or ctx.hint)
+    return s, None
+
+
+def _hint_slices(ctx: Context, v: ScheduleModel, lo: int) -> tuple[Solver, int | None]:
+    """The window model in two short slices: (solver, status) as ``_try_hint``'s, from
+
     1. the relaxation's own starts and groups, which often complete into a full schedule at once;
     2. a relaxation schedule that favours few groups and short register lifetimes, which steers
-       past the register and TMEM peaks the relaxation left out;
-    3. that schedule completed into a full one with its groups fixed (``_repair``), left to the
-       window's plain solve.
+       past the register and TMEM peaks the relaxation left out; it replaces ``ctx.hint``.
     """
-    a = ctx.hint
-    s, status = _try_hint(ctx, v, a, RAW_HINT)
-    if status is not None or _holds_schedule(s):
-        return s, status
-    a = _pressure_hint(ctx, lo, a)
-    s, status = _try_hint(ctx, v, a, PRESSURE_HINT)
-    if status is not None or _holds_schedule(s):
-        return s, status
-    v.m.clear_hints()
-    hints.hint(v, _repair(ctx, a) or a)
-    return s, None
+    s, status = _try_hint(ctx, v, ctx.hint, RAW_HINT)
+    if status is None and not _holds_schedule(s):
+        ctx.hint = _pressure_hint(ctx, lo, ctx.hint)
+        s, status = _try_hint(ctx, v, ctx.hint, PRESSURE_HINT)
+    ctx.sliced = True
+    return s, status
 
 
 def _holds_schedule(s: Solver) -> bool:
@@ -793,9 +840,10 @@ def _sweep_total(ctx: Context) -> float:
 
 WINDOW_PHASES: tuple[Phase, ...] = (
     Phase("memory_relaxation", lambda ctx: ctx.memory, memory_relaxation, MEMORY),
+    Phase("floor_hint", _single_ii, floor_hint, FLOOR_HINT),
     Phase("sweep", _narrow, sweep, SWEEP),
     Phase("bisection", _monotone, bisection, BISECT),
-    Phase("hint_relaxation", _joint, hint_relaxation, HINT),
+    Phase("hint_relaxation", _unhinted, hint_relaxation, HINT),
     Phase("full_window", _worth_a_full_window, full_window, FULL),
     Phase("sweep", _wide, sweep, SWEEP),
 )

@@ -296,6 +296,24 @@ def test_floor_hint_completes_the_relaxation_at_a_met_bound_and_refutes_an_unmet
     assert out.verdict is Verdict.EMPTY and out.floor == 2049 and ctx.refutations[-1][:2] == (2048, 2048)
 
 
+def test_floor_hint_stays_out_where_registers_set_the_bound():
+    """``floor_hint`` leaves a one-II window to the bisection where the register file sets the static bound (its
+    relaxation drops the register peaks: random-regs-16009, suite tuned half), and takes one elsewhere."""
+    from twill.arch.registry import get_arch
+    from twill.random_loops import random_body
+    from twill.solver.phases import WINDOW_PHASES, Window
+
+    applies = next(p.applies for p in WINDOW_PHASES if p.name == "floor_hint")
+    b200 = get_arch("b200")
+    for body, binds in ((random_body(16009, 19, profile="regs"), True), (load_program("fa_bwd", b200), False)):
+        ctx = _context(build_problem(body, b200))
+        assert ctx.registers_bind is binds
+        ctx.new_window(Window(1000, 1000))
+        assert applies(ctx) is not binds
+        ctx.new_window(Window(1000, 1001))
+        assert not applies(ctx)
+
+
 def test_sweep_decides_a_narrow_window_ii_by_ii():
     """The sweep (design.md §3.1): the joint model at one fixed II on one worker refutes the one-tile
     FA window just above the structure floor, and in a window holding the optimum it stops at the

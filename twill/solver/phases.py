@@ -344,8 +344,13 @@ def _unhinted(ctx: Context) -> bool:
 
 
 def _single_ii(ctx: Context) -> bool:
-    """A window of one II (the first window, at the lower bound): ``floor_hint`` applies."""
-    return _joint(ctx) and ctx.window is not None and ctx.window.lo == ctx.window.hi
+    """A window of one II (the first window, at the lower bound), where the register file does not set the static
+    bound: ``floor_hint`` applies. Its relaxation leaves out the register peaks, so where registers bind, its
+    schedule at the floor is the one least likely to complete, and the work it takes is the bisection's, which
+    refutes there (random-regs-16009 tuned, 16508 fresh: bounds 1840 and 1204 with it, 1898 and 1223 without;
+    docs/benchmarks_notes.md, session 38)."""
+    return (_joint(ctx) and ctx.window is not None and ctx.window.lo == ctx.window.hi
+            and not ctx.registers_bind)
 
 
 FLOOR_HINT = Budget(share=1 / 20, at_least=1.5)  # the relaxation at a single II, before the one-worker phases

@@ -296,6 +296,26 @@ def test_floor_hint_completes_the_relaxation_at_a_met_bound_and_refutes_an_unmet
     assert out.verdict is Verdict.EMPTY and out.floor == 2049 and ctx.refutations[-1][:2] == (2048, 2048)
 
 
+def test_floor_hint_finds_nothing_when_the_work_ends_in_its_slices(monkeypatch):
+    """A hinted slice that the work budget ended returns UNKNOWN with no schedule: ``floor_hint`` leaves the window
+    undecided. It once read any status as a schedule and handed ``_finish`` an empty solution (random-handoff-16526,
+    suite fresh half, session 38: IndexError)."""
+    from types import SimpleNamespace
+
+    from ortools.sat.python import cp_model
+
+    from twill.solver import phases
+    from twill.solver.phases import Verdict, Window, floor_hint
+    from twill.solver.run import Budget
+
+    ctx = _context(problem("fa_fwd", "h100", subtiles=2))
+    ctx.new_window(Window(2048, 2048))
+    ended = SimpleNamespace(response_proto=SimpleNamespace(status=cp_model.UNKNOWN))  # a slice out of work
+    monkeypatch.setattr(phases, "_hint_slices", lambda ctx, v, lo: (ended, cp_model.UNKNOWN))
+    out = floor_hint(ctx, Window(2048, 2048), Budget(share=0, at_least=1.5))
+    assert ctx.hint is not None and out.verdict is Verdict.UNDECIDED and out.found is None
+
+
 def test_floor_hint_stays_out_where_registers_set_the_bound():
     """``floor_hint`` leaves a one-II window to the bisection where the register file sets the static bound (its
     relaxation drops the register peaks: random-regs-16009, suite tuned half), and takes one elsewhere."""

@@ -373,7 +373,7 @@ def floor_hint(ctx: Context, w: Window, budget: Budget) -> Outcome:
         ctx.refuted(w.lo, w.hi, "CP-SAT (the joint model)")
         ctx.report(f"II window [{w.lo}, {w.hi}]: proven infeasible")
         return Outcome(Verdict.EMPTY, w.hi + 1)
-    if status is not None or _holds_schedule(s):
+    if _holds_schedule(s):  # not merely a status: a slice the work budget ended returns UNKNOWN
         ctx.report(f"II window [{w.lo}, {w.hi}]: the relaxation's schedule completed")
         return Outcome(Verdict.FOUND, w.lo, Found(v, s))
     return Outcome(Verdict.UNDECIDED, w.lo)

@@ -9,6 +9,9 @@ phase              model                          what its outcome proves
 memory_relaxation  units, dependences, TMEM       EMPTY: no II in the window; a raised floor: no
                    (no warp groups, registers)    II below it; FOUND: its optimum completed in the
                                                   full model, the least II >= the floor
+floor_hint         one II: the hint relaxation,   EMPTY; FOUND at the window's one II (its
+                   then the joint model from its  optimum); else both hints kept for the
+                   schedule in two slices         full window
 hint_relaxation    the joint model without the    EMPTY (with the full stage bound); else a
                    register/TMEM peak families    schedule that hints the full window
 full_window        the joint model, II minimised  FOUND at its optimum (or at an incumbent, with

@@ -363,7 +363,7 @@ def floor_hint(ctx: Context, w: Window, budget: Budget) -> Outcome:
     """At a single II, before the one-worker phases: the hint relaxation and, where it has a schedule, the full
     model's first two hinted slices from it (``_hint_slices``). A fixed-II probe on one worker is built to refute; at
     a bound the body meets (the shared graphs' recurrence and tensor-core bounds) it spends 8-13 units undecided,
-    where the relaxation finds a schedule in 0.1-2.7 units and the slices complete it in 1.4-6.4
+    where the relaxation finds a schedule in 0.5-2.7 units and the slices complete it in 1.4-6.4
     (docs/benchmarks_notes.md, session 38). Any schedule found is at the window's one II, its optimum. Undecided,
     the window keeps the pressure schedule, and its full window goes on from the repair (``_hinted``)."""
     out = hint_relaxation(ctx, w, budget)

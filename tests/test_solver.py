@@ -316,6 +316,37 @@ def test_floor_hint_finds_nothing_when_the_work_ends_in_its_slices(monkeypatch):
     assert ctx.hint is not None and out.verdict is Verdict.UNDECIDED and out.found is None
 
 
+def test_full_window_solves_the_model_floor_hint_built(monkeypatch):
+    """Where ``floor_hint`` stays undecided, ``full_window`` on the same window solves the model it built (one build
+    per window, ``_window_model``): the same proto as a fresh build, hints aside, and the window's optimum from it. A
+    new window gets a new model."""
+    from types import SimpleNamespace
+
+    from ortools.sat.python import cp_model
+
+    from twill.solver import phases
+    from twill.solver.model import build_model
+    from twill.solver.phases import Verdict, Window, floor_hint, full_window
+    from twill.solver.run import Budget
+
+    p = problem("fa_fwd", "h100", subtiles=2)
+    ctx, w = _context(p), Window(2048, 2048)
+    ctx.new_window(w)
+    ended = SimpleNamespace(response_proto=SimpleNamespace(status=cp_model.UNKNOWN))
+    monkeypatch.setattr(phases, "_hint_slices", lambda ctx, v, lo: (ended, cp_model.UNKNOWN))
+    assert floor_hint(ctx, w, Budget(share=0, at_least=1.5)).verdict is Verdict.UNDECIDED
+    built, fresh = ctx.window_model, build_model(p, ctx.options, 2048, 2048)
+    fresh.m.minimize(fresh.ii)
+    built.m.clear_hints()
+    assert str(built.m.proto) == str(fresh.m.proto)  # the text form: the proto wrapper has no ==
+    monkeypatch.undo()
+    out = full_window(ctx, w, Budget(share=0, at_least=5))
+    assert ctx.window_model is built and out.found.model is built
+    assert out.verdict is Verdict.FOUND and out.found.ii == 2048
+    ctx.new_window(Window(2049, 2049))
+    assert ctx.window_model is None
+
+
 def test_floor_hint_stays_out_where_registers_set_the_bound():
     """``floor_hint`` leaves a one-II window to the bisection where the register file sets the static bound (its
     relaxation drops the register peaks: random-regs-16009, suite tuned half), and takes one elsewhere."""

@@ -101,6 +101,7 @@ class Context:
     memory_ran: bool = False
     hint: Assignment | None = None  # the hint relaxation's schedule
     sliced: bool = False  # the full model's hinted slices from ``hint`` were tried on this window (``_hint_slices``)
+    window_model: ScheduleModel | None = None  # the joint model of the window minimising II (``_window_model``)
     upper: Assignment | None = None  # the best schedule of the full problem known so far (with groups and budgets)
     refutations: list[tuple[int, int, str]] = field(default_factory=list)  # (lo, hi, by what): the proof
     window: Window | None = None  # the window being decided
@@ -126,6 +127,7 @@ class Context:
 
     def new_window(self, w: Window) -> None:
         self.memory_schedule, self.memory_ran, self.hint, self.sliced, self.window = None, False, None, False, w
+        self.window_model = None
 
     def solver(self, units: float, portfolio: tuple[str, ...] = (), seed: int = 0) -> Solver:
         return solver(self.work, units, self.options.workers, portfolio, seed)
@@ -152,6 +154,14 @@ class Context:
             self.refutations.append((lo, hi, by))
             if self.monotone:
                 self.refuted_below = max(self.refuted_below, hi + 1)
+
+
+def _empty(ctx: Context, w: Window, by: str, said: str = "proven infeasible") -> Outcome:
+    """Every II of the window refuted by ``by``: recorded (``by`` names the proof in the output), reported as
+    ``said``, and the window's verdict."""
+    ctx.refuted(w.lo, w.hi, by)
+    ctx.report(f"II window [{w.lo}, {w.hi}]: {said}")
+    return Outcome(Verdict.EMPTY, w.hi + 1)
 
 
 @dataclass(frozen=True, slots=True)
@@ -325,9 +335,7 @@ def hint_relaxation(ctx: Context, w: Window, budget: Budget) -> Outcome:
         s = ctx.solver(until - ctx.work.spent)
         status = s.solve(r.m)
         if status == cp_model.INFEASIBLE and r.max_stage >= stage_bound(p, w.lo, not o.swp_only):
-            ctx.refuted(w.lo, w.hi, "the hint relaxation")
-            ctx.report(f"II window [{w.lo}, {w.hi}]: proven infeasible by the relaxation")
-            return Outcome(Verdict.EMPTY, w.hi + 1)
+            return _empty(ctx, w, "the hint relaxation", "proven infeasible by the relaxation")
         if status in FEASIBLE:
             ctx.hint = hints.read(r, s.value)
             ctx.report("  relaxation found a schedule to start from")
@@ -369,13 +377,10 @@ def floor_hint(ctx: Context, w: Window, budget: Budget) -> Outcome:
     out = hint_relaxation(ctx, w, budget)
     if out.verdict is not Verdict.UNDECIDED or ctx.hint is None:
         return out
-    v = build_model(ctx.problem, ctx.options, w.lo, w.hi)
-    v.m.minimize(v.ii)
+    v = _window_model(ctx, w)
     s, status = _hint_slices(ctx, v, w.lo)
     if status == cp_model.INFEASIBLE:
-        ctx.refuted(w.lo, w.hi, "CP-SAT (the joint model)")
-        ctx.report(f"II window [{w.lo}, {w.hi}]: proven infeasible")
-        return Outcome(Verdict.EMPTY, w.hi + 1)
+        return _empty(ctx, w, "CP-SAT (the joint model)")
     if _holds_schedule(s):  # not merely a status: a slice the work budget ended returns UNKNOWN
         ctx.report(f"II window [{w.lo}, {w.hi}]: the relaxation's schedule completed")
         return Outcome(Verdict.FOUND, w.lo, Found(v, s))
@@ -391,8 +396,7 @@ def _worth_a_full_window(ctx: Context) -> bool:
 def full_window(ctx: Context, w: Window, budget: Budget) -> Outcome:
     """The joint model over the window minimising II, from the hint relaxation's schedule when
     there is one (three hints, each costlier to make than the last: ``_hinted``)."""
-    v = build_model(ctx.problem, ctx.options, w.lo, w.hi)
-    v.m.minimize(v.ii)
+    v = _window_model(ctx, w)
     s, status = _hinted(ctx, v, w.lo) if ctx.hint is not None else (None, None)
     if status is None:
         sliced = s if s is not None and _holds_schedule(s) else None
@@ -401,15 +405,26 @@ def full_window(ctx: Context, w: Window, budget: Budget) -> Outcome:
         if sliced is not None and (status not in FEASIBLE or sliced.value(v.ii) < s.value(v.ii)):
             s, status = sliced, cp_model.FEASIBLE  # the slice's schedule, which the plain solve did not keep
     if status == cp_model.INFEASIBLE:
-        ctx.refuted(w.lo, w.hi, "CP-SAT (the joint model)")
-        ctx.report(f"II window [{w.lo}, {w.hi}]: proven infeasible")
-        return Outcome(Verdict.EMPTY, w.hi + 1)
+        return _empty(ctx, w, "CP-SAT (the joint model)")
     if status in FEASIBLE:
         found = Found(v, s)
         floor = found.ii if status == cp_model.OPTIMAL else max(w.lo, math.ceil(s.best_objective_bound))
         ctx.refuted(w.lo, floor - 1, "CP-SAT (the joint model)")
         return Outcome(Verdict.FOUND, floor, found)
     return Outcome(Verdict.UNDECIDED, w.lo)
+
+
+def _window_model(ctx: Context, w: Window) -> ScheduleModel:
+    """The joint model over ``w`` minimising II, without hints. Built once per window: where ``floor_hint`` stays
+    undecided, ``full_window`` solves the same model (a fresh build is the same proto, and costs seconds on large
+    bodies); each phase sets its own hints."""
+    v = ctx.window_model
+    if v is None or (v.ii_lo, v.ii_hi) != (w.lo, w.hi):
+        v = build_model(ctx.problem, ctx.options, w.lo, w.hi)
+        v.m.minimize(v.ii)
+        ctx.window_model = v
+    v.m.clear_hints()
+    return v
 
 
 def _hinted(ctx: Context, v: ScheduleModel, lo: int) -> tuple[Solver | None, int | None]:
@@ -562,9 +577,7 @@ def _sweep(ctx: Context, w: Window, until: float) -> Outcome:
     whole = w.lo < w.hi < w.lo + SWEEP_WIDTH  # a wide window is what the two-worker phases just failed at
     status, found = _one_worker(ctx, w.lo, w.hi, SWEEP_WINDOW, SWEEP_WINDOW_LP, until) if whole else (cp_model.UNKNOWN, None)
     if status == cp_model.INFEASIBLE:
-        ctx.refuted(w.lo, w.hi, "CP-SAT on one worker (the joint model)")
-        ctx.report(f"II window [{w.lo}, {w.hi}]: proven infeasible on one worker")
-        return Outcome(Verdict.EMPTY, w.hi + 1)
+        return _empty(ctx, w, "CP-SAT on one worker (the joint model)", "proven infeasible on one worker")
     top = found.ii - 1 if found is not None else w.hi
     ii = w.lo
     while ii <= top and ctx.work.spent < until and ctx.work.left() > 0:

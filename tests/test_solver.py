@@ -296,22 +296,28 @@ def test_floor_hint_completes_the_relaxation_at_a_met_bound_and_refutes_an_unmet
     assert out.verdict is Verdict.EMPTY and out.floor == 2049 and ctx.refutations[-1][:2] == (2048, 2048)
 
 
-def test_floor_hint_finds_nothing_when_the_work_ends_in_its_slices(monkeypatch):
-    """A hinted slice that the work budget ended returns UNKNOWN with no schedule: ``floor_hint`` leaves the window
-    undecided. It once read any status as a schedule and handed ``_finish`` an empty solution (random-handoff-16526,
-    suite fresh half, session 38: IndexError)."""
+def _slices_run_out(monkeypatch) -> None:
+    """Make ``_hint_slices`` end as a slice whose work ran out does: UNKNOWN, and no schedule in the solver."""
     from types import SimpleNamespace
 
     from ortools.sat.python import cp_model
 
     from twill.solver import phases
+
+    ended = SimpleNamespace(response_proto=SimpleNamespace(status=cp_model.UNKNOWN))
+    monkeypatch.setattr(phases, "_hint_slices", lambda ctx, v, lo: (ended, cp_model.UNKNOWN))
+
+
+def test_floor_hint_finds_nothing_when_the_work_ends_in_its_slices(monkeypatch):
+    """A hinted slice that the work budget ended returns UNKNOWN with no schedule: ``floor_hint`` leaves the window
+    undecided. It once read any status as a schedule and handed ``_finish`` an empty solution (random-handoff-16526,
+    suite fresh half, session 38: IndexError)."""
     from twill.solver.phases import Verdict, Window, floor_hint
     from twill.solver.run import Budget
 
     ctx = _context(problem("fa_fwd", "h100", subtiles=2))
     ctx.new_window(Window(2048, 2048))
-    ended = SimpleNamespace(response_proto=SimpleNamespace(status=cp_model.UNKNOWN))  # a slice out of work
-    monkeypatch.setattr(phases, "_hint_slices", lambda ctx, v, lo: (ended, cp_model.UNKNOWN))
+    _slices_run_out(monkeypatch)
     out = floor_hint(ctx, Window(2048, 2048), Budget(share=0, at_least=1.5))
     assert ctx.hint is not None and out.verdict is Verdict.UNDECIDED and out.found is None
 
@@ -320,11 +326,6 @@ def test_full_window_solves_the_model_floor_hint_built(monkeypatch):
     """Where ``floor_hint`` stays undecided, ``full_window`` on the same window solves the model it built (one build
     per window, ``_window_model``): the same proto as a fresh build, hints aside, and the window's optimum from it. A
     new window gets a new model."""
-    from types import SimpleNamespace
-
-    from ortools.sat.python import cp_model
-
-    from twill.solver import phases
     from twill.solver.model import build_model
     from twill.solver.phases import Verdict, Window, floor_hint, full_window
     from twill.solver.run import Budget
@@ -332,8 +333,7 @@ def test_full_window_solves_the_model_floor_hint_built(monkeypatch):
     p = problem("fa_fwd", "h100", subtiles=2)
     ctx, w = _context(p), Window(2048, 2048)
     ctx.new_window(w)
-    ended = SimpleNamespace(response_proto=SimpleNamespace(status=cp_model.UNKNOWN))
-    monkeypatch.setattr(phases, "_hint_slices", lambda ctx, v, lo: (ended, cp_model.UNKNOWN))
+    _slices_run_out(monkeypatch)
     assert floor_hint(ctx, w, Budget(share=0, at_least=1.5)).verdict is Verdict.UNDECIDED
     built, fresh = ctx.window_model, build_model(p, ctx.options, 2048, 2048)
     fresh.m.minimize(fresh.ii)

@@ -347,6 +347,53 @@ def test_full_window_solves_the_model_floor_hint_built(monkeypatch):
     assert ctx.window_model is None
 
 
+def test_hint_relaxation_runs_once_per_window():
+    """Where ``floor_hint``'s relaxation ends undecided, the ``hint_relaxation`` phase does not run it again on the
+    same window: the same model and parameters would repeat its first units exactly (fa_fwd-st2-d256-bn128-b200,
+    suite fresh half: 6603 with the rerun, 5976 without; session 39). A new window runs it again."""
+    from twill.solver.phases import WINDOW_PHASES, Verdict, Window, floor_hint
+    from twill.solver.run import Budget
+
+    applies = next(p.applies for p in WINDOW_PHASES if p.name == "hint_relaxation")
+    ctx, w = _context(problem("fa_fwd", "h100", subtiles=2)), Window(2048, 2048)
+    ctx.new_window(w)
+    assert applies(ctx)
+    out = floor_hint(ctx, w, Budget(share=0, at_least=0))  # no work: the relaxation ends undecided
+    assert out.verdict is Verdict.UNDECIDED and ctx.hint is None and ctx.relaxed
+    assert not applies(ctx)
+    ctx.new_window(Window(2049, 2060))
+    assert applies(ctx)
+
+
+def test_first_window_leaves_the_descent_its_reserve(monkeypatch):
+    """The first window's phases may spend all but ``DESCENT_RESERVE`` (a quarter of the work): where they end
+    undecided having spent all they could, the descent from the first schedule still runs with that much left
+    (random-units-16017-n26-b200, suite tuned half: the first schedule's 1563 was the answer without it; session 39).
+    Later windows get the whole rest, and the limit is restored after the first."""
+    from twill.solver import search
+    from twill.solver.phases import Outcome, Verdict
+
+    seen: list[tuple[str, float]] = []
+
+    def decide(ctx, w):  # a window that spends every unit it may and stays undecided
+        seen.append(("window", round(ctx.work.left(), 6)))
+        ctx.work.spent = max(ctx.work.spent, ctx.work.limit - 1.0)  # one unit on: the later window's share
+        return Outcome(Verdict.UNDECIDED, w.lo)
+
+    def descend(ctx, lb, cap):
+        seen.append(("descent", round(ctx.work.left(), 6)))
+        return None
+
+    monkeypatch.setattr(search, "_decide", decide)
+    monkeypatch.setattr(search, "_descend", descend)
+    monkeypatch.setattr(search, "_probe_above", lambda ctx, floor, hi, cap: None)
+    ctx = _context(problem("fa_fwd", "h100"), units=30.0)
+    ctx.upper = object()  # a first schedule in hand: the descent will run (a 15-op body: no improvement phase)
+    search._search_ii(ctx, 2048, 4000)
+    assert seen[:3] == [("window", 22.5), ("descent", 8.5), ("window", 8.5)]
+    assert ctx.work.limit == 30.0
+
+
 def test_floor_hint_stays_out_where_registers_set_the_bound():
     """``floor_hint`` leaves a one-II window to the bisection where the register file sets the static bound (its
     relaxation drops the register peaks: random-regs-16009, suite tuned half), and takes one elsewhere."""

@@ -390,11 +390,11 @@ def _search_ii(ctx: Context, lb: int, cap: int) -> _IIResult:
             break
         hi = min(cap, lo + width)
         ctx.report(f"II window [{lo}, {hi}]: searching")
-        first = best is None and width == 0 and ctx.upper is not None
+        first = best is None and width == 0  # the descent runs after this window
         out = _first_window(ctx, Window(lo, hi)) if first else _decide(ctx, Window(lo, hi))
         if out.verdict is Verdict.FOUND:
             return _result(ctx, out.found, out.floor if proven is None else proven)
-        if best is None and width == 0:
+        if first:
             best = _descend(ctx, max(lo, out.floor), cap)
             cap = cap if best is None else best.ii - 1
         if out.verdict is Verdict.EMPTY:
@@ -419,9 +419,11 @@ def _first_window(ctx: Context, w: Window) -> Outcome:
     """``_decide`` on the first window with ``DESCENT_RESERVE`` of the work held back (at most half of what is left)
     for the descent from the first schedule that follows an undecided window. Without it the first window's phases
     can spend the whole budget undecided, and the answer is the first schedule however far above the floor
-    (random-units-16017-n26-b200, tuned: 1563 >= 1088, and 1272 with 8 units held back; docs/benchmarks_notes.md,
-    session 39). A window decided within the rest is decided as before: the reserve only cuts phases that would
+    (random-units-16017-n26-b200, tuned: 1563 >= 1088, and 1272 with the reserve; docs/benchmarks_notes.md,
+    sessions 39-40). A window decided within the rest is decided as before: the reserve only cuts phases that would
     have run past it."""
+    if ctx.upper is None:  # no schedule to descend from
+        return _decide(ctx, w)
     reserve = min(DESCENT_RESERVE.units(ctx.options.work), ctx.work.left() / 2)
     ctx.work.limit -= reserve
     try:

@@ -371,7 +371,11 @@ def _single_ii(ctx: Context) -> bool:
             and not ctx.registers_bind)
 
 
-FLOOR_HINT = Budget(share=1 / 20, at_least=1.5)  # the relaxation at a single II, before the one-worker phases
+# The relaxation at a single II, before the one-worker phases, gets the hint relaxation's own budget: it is the one
+# run of that model on the window (``_unhinted`` skips the rerun), so a smaller budget here would be all the window
+# ever spends on it. With 1/20 (>= 1.5) and the rerun skipped, random-fa-16503 (fresh) lost its proof, 12288 ->
+# 12734; with HINT it keeps it and fa_fwd-st2-d256-bn128-b200 keeps 5976 (docs/benchmarks_notes.md, session 40).
+FLOOR_HINT = HINT
 
 
 def floor_hint(ctx: Context, w: Window, budget: Budget) -> Outcome:

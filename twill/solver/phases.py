@@ -355,9 +355,9 @@ def _unhinted(ctx: Context) -> bool:
     """The hint relaxation, where ``floor_hint`` has not already run it on the window. Where floor_hint's relaxation
     ended undecided, a second run is the same model with the same parameters: deterministic, it repeats the first
     run's units exactly before it goes further, and those units come off the full window after it
-    (fa_fwd-st2-d256-bn128-b200, fresh: 6603 with the rerun, 5976 without; docs/benchmarks_notes.md, session 39). It
-    costs random-fa-16503 (fresh) its proof, 12288 -> 12734, where the rerun's units past the first run's found more
-    (session 40): an open trade."""
+    (fa_fwd-st2-d256-bn128-b200, fresh: 6603 with the rerun, 5976 without; docs/benchmarks_notes.md, session 39). The
+    skip is safe because floor_hint's run has this phase's budget (``FLOOR_HINT``): with less, random-fa-16503 (fresh)
+    lost its proof, 12288 -> 12734, to the units the rerun had past the first run's (session 40)."""
     return _joint(ctx) and ctx.hint is None and not ctx.relaxed
 
 

@@ -236,15 +236,23 @@ def _paths_one_turn(problem: Problem) -> dict[str, dict[tuple[str, int], int]] |
     return paths
 
 
-def _outlives(problem: Problem, paths: dict[str, dict[tuple[str, int], int]], u: str, w: str) -> bool:
-    """Whether u's result is still held when w issues, in every schedule at every II >= 1.
+End = tuple[str, int, int]  # a reader of a value: (reader, edge distance, cycles it reads for)
 
-    u's life ends at start[r] + δ x II + read for each reader r (edge distance δ), and a path from w
-    to r of distance d <= δ gives start[r] >= start[w] + latency - d x II; so u outlives w's issue
-    when latency + (δ - d) + read >= 1, the worst case being II = 1 (the term grows with II). A
-    value no one reads is held for its latency (``ScheduleModel.lifetime_of``)."""
-    ends = [(e.dst, e.distance, read_time(e, problem.op(e.dst))) for e in problem.body.out_edges(u)]
-    ends = ends or [(u, 0, problem.op(u).latency)]
+
+def _ends(problem: Problem, u: str) -> tuple[End, ...]:
+    """Where u's life ends: each reader with the edge's distance and its read time. A value no one reads is held
+    for its latency (``ScheduleModel.lifetime_of``). Computed once per value: ``colive_values`` compares every
+    pair, and a 32-sub-tile FA backward has 191 values (``twill show`` spent 3 s rescanning the edges)."""
+    ends = tuple((e.dst, e.distance, read_time(e, problem.op(e.dst))) for e in problem.body.out_edges(u))
+    return ends or ((u, 0, problem.op(u).latency),)
+
+
+def _outlives(paths: dict[str, dict[tuple[str, int], int]], ends: tuple[End, ...], w: str) -> bool:
+    """Whether a value ending at ``ends`` (``_ends``) is still held when w issues, in every schedule at every II >= 1.
+
+    The value's life ends at start[r] + δ x II + read for each reader r (edge distance δ), and a path from w
+    to r of distance d <= δ gives start[r] >= start[w] + latency - d x II; so it outlives w's issue
+    when latency + (δ - d) + read >= 1, the worst case being II = 1 (the term grows with II)."""
     reach = paths[w]
     return any((r, d) in reach and reach[r, d] + (dist - d) + read >= 1
                for r, dist, read in ends for d in range(min(dist, 1) + 1))
@@ -267,8 +275,9 @@ def colive_values(problem: Problem) -> tuple[tuple[str, ...], ...]:
         return ()
     g = nx.Graph()
     g.add_nodes_from(values)
+    ends = {v: _ends(problem, v) for v in values}
     g.add_edges_from((a, b) for i, a in enumerate(values) for b in values[i + 1:]
-                     if _outlives(problem, paths, a, b) and _outlives(problem, paths, b, a))
+                     if _outlives(paths, ends[a], b) and _outlives(paths, ends[b], a))
     sets = [tuple(sorted(c, key=values.index)) for c in itertools.islice(nx.find_cliques(g), 5 * MAX_COLIVE_SETS)]
     sets.sort(key=lambda c: (-sum(problem.op(n).regs for n in c), [values.index(n) for n in c]))
     return tuple(sets[:MAX_COLIVE_SETS])

@@ -193,3 +193,24 @@ def test_the_sequential_schedule_is_in_hand_before_the_heuristics_and_they_repla
     assert lines[2].startswith("first schedule, from ")
     assert s.ii < witness.ii and validate(p, s) == []
     assert s.first_seconds is not None and s.first_seconds <= s.ii_seconds
+
+
+def test_a_consumer_group_per_sub_tile_gives_a_sequential_schedule_where_one_group_cannot_hold_them():
+    """FA forward with 2 sub-tiles at head_dim 256 on h100: one consumer group would hold both sub-tiles'
+    accumulators (57728 words, more than one 4-warp group's 28672), so the witness's own grouping breaks the
+    register rule even one iteration at a time; a group per sub-tile, each sized after scheduling, holds its
+    own, and the search has that schedule in hand at once (before, the first one took the constructive
+    scheduler five seconds)."""
+    from twill.solver.search import _sequential
+    from twill.solver.sequential import sequential_witness
+    from twill.solver.strategies import consumer_components
+
+    p = problem("fa_fwd", "h100", subtiles=2, head_dim=256, block_n=128)
+    assert [v.rule for v in validate(p, sequential_witness(p))][:1] == ["registers"]
+    parts = sequential_witness(p, groups=dict(consumer_components(p)))
+    assert validate(p, parts) == []
+    assert sorted((g.warps, g.regs_per_thread) for g in parts.groups) == [(1, 24), (4, 224), (4, 224)]
+    s = _sequential(p, SolveOptions(), lower_bound(p, SolveOptions()))
+    assert s is not None and s.ii == parts.ii == 11711
+    with pytest.raises(ValueError, match="no warp groups"):
+        sequential_witness(p, swp_only=True, groups=dict(consumer_components(p)))

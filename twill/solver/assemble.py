@@ -15,7 +15,7 @@ from twill.options import SolveOptions
 from twill.problem import Problem
 from twill.schedule import Buffer, Group, Schedule, ScheduledOp
 
-__all__ = ["Assignment", "assemble", "copies_needed", "role_of"]
+__all__ = ["Assignment", "assemble", "copies_needed", "peak_registers", "role_of", "size_groups"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,3 +91,51 @@ def assemble(problem: Problem, options: SolveOptions, a: Assignment, *, optimal:
                  "isolate_variable_latency": options.isolate_variable_latency, "objective_proven": dict(proven)},
         arch_path=str(problem.arch.path) if problem.arch.origin == "file" and problem.arch.path else None,
     )
+
+
+# -- warps and registers after scheduling -----------------------------------------------------
+def peak_registers(problem: Problem, starts: Mapping[str, int], ii: int, members: list[str]) -> int:
+    """The most register words a group's live results need at any cycle of the steady state
+    (a sweep over the lifetimes' ends on the circle: O(values), whatever II is)."""
+    base, events = 0, {}
+    for name in members:
+        words = problem.op(name).regs
+        if not words:
+            continue
+        turns, rest = divmod(problem.lifetime(starts, ii, name), ii)
+        base += turns * words
+        if rest:
+            p = starts[name] % ii
+            for lo, hi in ((p, p + rest),) if p + rest <= ii else ((p, ii), (0, p + rest - ii)):
+                events[lo] = events.get(lo, 0) + words
+                events[hi] = events.get(hi, 0) - words
+    peak = run = 0
+    for x in sorted(events):
+        run += events[x]
+        peak = max(peak, run)
+    return base + peak
+
+
+def size_groups(problem: Problem, options: SolveOptions, starts: Mapping[str, int], ii: int,
+                groups: Mapping[str, int]) -> tuple[dict[int, int], dict[int, int]] | str:
+    """Each group's warps and setmaxnreg budget: the fewest register words that hold its peak
+    (a compiler's choice after scheduling); or why no choice fits the CTA."""
+    arch = problem.arch
+    budgets = arch.register_budgets()
+    reserved = arch.limit("regs_reserved_per_thread")
+    warps, regs = {}, {}
+    for g in sorted(set(groups.values())):
+        members = [n for n in groups if groups[n] == g]
+        peak = peak_registers(problem, starts, ii, members)
+        fits = [(32 * w * b, w, b) for w in problem.group_sizes(members) for b in budgets
+                if 32 * w * (b - reserved) >= peak]
+        if not fits:
+            return f"group {g} needs {peak} live register words, more than any legal group holds"
+        _, warps[g], regs[g] = min(fits)
+    cta = options.max_warps if options.max_warps is not None else arch.limit("warps_per_cta")
+    if sum(warps.values()) > cta:
+        return f"the groups need {sum(warps.values())} warps; the CTA allows {cta}"
+    words = sum(32 * warps[g] * regs[g] for g in warps)
+    if words > arch.limit("regs_per_sm"):
+        return f"the groups need {words} registers; the SM has {arch.limit('regs_per_sm')}"
+    return warps, regs

@@ -42,7 +42,7 @@ from twill.bounds import compute_bounds, lower_bound
 from twill.options import SolveOptions
 from twill.problem import Problem
 from twill.schedule import Schedule
-from twill.solver.assemble import Assignment, assemble, copies_needed
+from twill.solver.assemble import Assignment, assemble, copies_needed, size_groups
 from twill.solver.strategies import producer_consumer_split
 from twill.validate import validate
 
@@ -295,54 +295,6 @@ def _schedule_at(ii: int, names: list[str], deps: list[Dep], segments: Mapping[s
     return time_of
 
 
-# -- warps and registers after scheduling -----------------------------------------------------
-def _peak_registers(problem: Problem, starts: Mapping[str, int], ii: int, members: list[str]) -> int:
-    """The most register words a group's live results need at any cycle of the steady state
-    (a sweep over the lifetimes' ends on the circle: O(values), whatever II is)."""
-    base, events = 0, {}
-    for name in members:
-        words = problem.op(name).regs
-        if not words:
-            continue
-        turns, rest = divmod(problem.lifetime(starts, ii, name), ii)
-        base += turns * words
-        if rest:
-            p = starts[name] % ii
-            for lo, hi in ((p, p + rest),) if p + rest <= ii else ((p, ii), (0, p + rest - ii)):
-                events[lo] = events.get(lo, 0) + words
-                events[hi] = events.get(hi, 0) - words
-    peak = run = 0
-    for x in sorted(events):
-        run += events[x]
-        peak = max(peak, run)
-    return base + peak
-
-
-def _size_groups(problem: Problem, options: SolveOptions, starts: Mapping[str, int], ii: int,
-                 groups: Mapping[str, int]) -> tuple[dict[int, int], dict[int, int]] | str:
-    """Each group's warps and setmaxnreg budget: the fewest register words that hold its peak
-    (a compiler's choice after scheduling); or why no choice fits the CTA."""
-    arch = problem.arch
-    budgets = arch.register_budgets()
-    reserved = arch.limit("regs_reserved_per_thread")
-    warps, regs = {}, {}
-    for g in sorted(set(groups.values())):
-        members = [n for n in groups if groups[n] == g]
-        peak = _peak_registers(problem, starts, ii, members)
-        fits = [(32 * w * b, w, b) for w in problem.group_sizes(members) for b in budgets
-                if 32 * w * (b - reserved) >= peak]
-        if not fits:
-            return f"group {g} needs {peak} live register words, more than any legal group holds"
-        _, warps[g], regs[g] = min(fits)
-    cta = options.max_warps if options.max_warps is not None else arch.limit("warps_per_cta")
-    if sum(warps.values()) > cta:
-        return f"the groups need {sum(warps.values())} warps; the CTA allows {cta}"
-    words = sum(32 * warps[g] * regs[g] for g in warps)
-    if words > arch.limit("regs_per_sm"):
-        return f"the groups need {words} registers; the SM has {arch.limit('regs_per_sm')}"
-    return warps, regs
-
-
 # -- entry points ---------------------------------------------------------------------------------
 def reservation_plan(problem: Problem, groups: Mapping[str, int] | None) -> tuple[list[Dep], dict[str, tuple[Segment, ...]],
                                                                       dict[str, int], int]:
@@ -518,7 +470,7 @@ def _assemble(problem: Problem, options: SolveOptions, groups: Mapping[str, int]
     warps: dict[int, int] = {}
     regs: dict[int, int] = {}
     if groups is not None:
-        sized = _size_groups(problem, options, starts, ii, groups)
+        sized = size_groups(problem, options, starts, ii, groups)
         if isinstance(sized, str):
             return sized
         warps, regs = sized

@@ -19,7 +19,7 @@ safety cap, and a result it cut says so in its proof.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 
 from ortools.sat.python import cp_model
@@ -651,9 +651,15 @@ def _source(sched: Schedule) -> str:
 
 def _sequential(problem: Problem, options: SolveOptions, lb: int) -> Schedule | None:
     """The sequential schedule where the validator accepts it (its footprints may not fit), its II is not below
-    ``lb`` and it keeps the options' caps."""
-    sched = sequential_witness(problem, swp_only=options.swp_only)
-    return None if validate(problem, sched) or sched.ii < lb or not _fits(sched, options) else sched
+    ``lb`` and it keeps the options' caps: under its own grouping, else (with groups) under each grouping the
+    constructive scheduler tries first (``_heuristic_groupings``), a consumer group per sub-tile where one
+    group cannot hold every sub-tile's accumulator."""
+    def tried() -> Iterator[Schedule]:
+        yield sequential_witness(problem, swp_only=options.swp_only)
+        if not options.swp_only:
+            yield from (sequential_witness(problem, groups=g) for g in _heuristic_groupings(problem)[:-1])
+
+    return next((s for s in tried() if not validate(problem, s) and s.ii >= lb and _fits(s, options)), None)
 
 
 def _adopt(ctx: Context, incumbent: Schedule) -> Found | None:

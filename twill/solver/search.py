@@ -657,6 +657,7 @@ def _sequential(problem: Problem, options: SolveOptions, lb: int) -> Schedule | 
     def tried() -> Iterator[Schedule]:
         yield sequential_witness(problem, swp_only=options.swp_only)
         if not options.swp_only:
+            # the last grouping is Triton's split, which is the witness's own (labels aside)
             yield from (sequential_witness(problem, groups=g) for g in _heuristic_groupings(problem)[:-1])
 
     return next((s for s in tried() if not validate(problem, s) and s.ii >= lb and _fits(s, options)), None)

@@ -12,6 +12,12 @@ that compare a model change against measured kernels come from here. Determinist
 ``--retire-before-register-work`` tests a hypothesis about ptxas (issue 21, session 28) before it becomes a rule of
 the model: a warp group's synchronous (register) op does not issue while a wgmma of the same group is in flight, as
 if ptxas put the ``wgmma.wait_group`` in front of it (what session 24 read in fa_cap's SASS).
+
+``--rs-operand-war`` tests a narrower one (session 43): an RS wgmma reads its register operand until it completes, and
+a loop body that is not unrolled has one register set per loop-carried value, so the producer of the operand's next
+instance (FA's cast of P) does not issue before that read is done; ``--rs-operand-war chain`` extends the wait to
+that producer's own same-iteration register producers (the exp feeding the cast), as if the chain wrote the
+operand's registers as it went.
 """
 
 from __future__ import annotations
@@ -20,7 +26,7 @@ import argparse
 
 from twill.arch.registry import get_arch
 from twill.frontend.programs import load_program
-from twill.ir import Issuer, Op
+from twill.ir import Carrier, Edge, Issuer, Op
 from twill.problem import Problem, build_problem
 from twill.schedule import Schedule
 from twill.sim import gpu
@@ -50,13 +56,45 @@ class _RetireFirst(gpu._Gpu):
             self.in_flight.setdefault(s.group, []).append(now + self.latency[op.name, k])
 
 
-def replay(arch_name: str, path: str, iterations: int = 32, retire_first: bool = False) -> tuple[int, float]:
+class _OperandWar(gpu._Gpu):
+    """The simulator's GPU with one more wait: the producer of an RS wgmma's register operand (a register edge into
+    an asynchronous op, not in place) issues instance k only once the reader of instance k - 1 has completed; with
+    ``chain``, the same for that producer's own distance-0 register producers. Kept here while it is a hypothesis."""
+
+    def __init__(self, problem: Problem, schedule: Schedule, iterations: int, chain: bool) -> None:
+        self.war: dict[str, list[Edge]] = {}
+        for e in problem.edges:
+            if e.carrier is Carrier.REGISTERS and problem.op(e.dst).is_async and not e.in_place:
+                self.war.setdefault(e.src, []).append(e)
+        for src, reads in list(self.war.items()) if chain else []:
+            for e in problem.body.in_edges(src):
+                if e.distance == 0 and e.carrier is Carrier.REGISTERS and not problem.op(e.src).is_async:
+                    self.war.setdefault(e.src, []).extend(reads)
+        super().__init__(problem, schedule, iterations, jitter=0.0, seed=0)
+
+    def _evaluate(self, s: gpu._Stream) -> None:
+        _, v, k = s.items[s.pos]
+        for e in self.war.get(v, []):
+            j = k - 1 + e.distance  # the reader of the previous instance of the value v writes
+            if j < 0:
+                continue
+            issued = self.issued.get((e.dst, j))
+            if issued is None:
+                s.blocked = f"register operand: reader {e.dst} iteration {j} has not issued"
+                return
+            s.free_at = max(s.free_at, issued + self.latency[e.dst, j])
+        super()._evaluate(s)
+
+
+def replay(arch_name: str, path: str, iterations: int = 32, retire_first: bool = False,
+           operand_war: str | None = None) -> tuple[int, float]:
     """(the schedule's II, the interval the simulator achieves on ``arch_name``'s costs)."""
     arch = get_arch(arch_name)
     sched = Schedule.read(path)
     problem = build_problem(load_program(sched.program, arch, dict(sched.body.params)), arch)
-    if retire_first:
-        machine = _RetireFirst(problem, sched, iterations)
+    if retire_first or operand_war:
+        machine = (_RetireFirst(problem, sched, iterations) if retire_first
+                   else _OperandWar(problem, sched, iterations, operand_war == "chain"))
         machine.run()
         return sched.ii, machine.result().achieved_ii
     return sched.ii, simulate(problem, sched, iterations=iterations).achieved_ii
@@ -69,10 +107,12 @@ def main() -> None:
     ap.add_argument("--iterations", type=int, default=32)
     ap.add_argument("--retire-before-register-work", action="store_true",
                     help="register work waits for its group's in-flight wgmmas (a hypothesis about ptxas)")
+    ap.add_argument("--rs-operand-war", nargs="?", const="operand", choices=("operand", "chain"),
+                    help="the producer of an RS wgmma's register operand waits for the previous read (a hypothesis)")
     args = ap.parse_args()
     print("| schedule | II when solved | replayed cycles/iteration |\n|---|---|---|")
     for path in args.schedules:
-        ii, achieved = replay(args.arch, path, args.iterations, args.retire_before_register_work)
+        ii, achieved = replay(args.arch, path, args.iterations, args.retire_before_register_work, args.rs_operand_war)
         print(f"| {path} | {ii} | {achieved:.0f} |")
 
 

@@ -105,9 +105,10 @@ def main() -> None:
     ap.add_argument("arch")
     ap.add_argument("schedules", nargs="+")
     ap.add_argument("--iterations", type=int, default=32)
-    ap.add_argument("--retire-before-register-work", action="store_true",
+    rule = ap.add_mutually_exclusive_group()  # one hypothesis per replay
+    rule.add_argument("--retire-before-register-work", action="store_true",
                     help="register work waits for its group's in-flight wgmmas (a hypothesis about ptxas)")
-    ap.add_argument("--rs-operand-war", nargs="?", const="operand", choices=("operand", "chain"),
+    rule.add_argument("--rs-operand-war", nargs="?", const="operand", choices=("operand", "chain"),
                     help="the producer of an RS wgmma's register operand waits for the previous read (a hypothesis)")
     args = ap.parse_args()
     print("| schedule | II when solved | replayed cycles/iteration |\n|---|---|---|")

@@ -2,9 +2,10 @@
 
 Ops issue one after another in dependence order, each once the previous one is done with its
 result, units and group, at an II above the iteration's length. Loads get a warp group of their
-own and everything else shares one (or a caller's grouping, each group sized for its own peak). It is far from optimal, but it needs no solver, so it is a
-first schedule within milliseconds wherever its footprints fit (the validator says whether they
-do), and it proves that generated bodies (``twill.random_loops``) are solvable.
+own and everything else shares one (or a caller's grouping, each group sized for its own peak).
+It is far from optimal, but it needs no solver, so it is a first schedule within milliseconds
+wherever its footprints fit (the validator says whether they do), and it proves that generated
+bodies (``twill.random_loops``) are solvable.
 """
 
 from __future__ import annotations

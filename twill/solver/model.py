@@ -74,6 +74,8 @@ class ScheduleModel:
         self.objective_terms: dict[str, LinearExpr] = {"ii": self.ii, "length": self.length}
         self.symmetry = True
         self.anchored: cp_model.IntVar | None = None  # the rotation anchor's switch (§2.8c), see release_anchor
+        self.elastic = False  # storage peaks may overflow, by ``overflow`` (design.md §3.2, the elastic slice)
+        self.overflow: list[cp_model.IntVar] = []
 
     def release_anchor(self) -> None:
         """Let the anchor's op leave offset 0 from the next solve on (the model's solutions so far
@@ -108,6 +110,16 @@ class ScheduleModel:
         m.add(rest == life - full_ii)
         self.lifetime[op.name] = (full, rest)
         return full, rest
+
+    def excess(self, most: int, name: str) -> LinearExpr:
+        """What a storage peak may exceed its capacity by: 0, or in an elastic model a variable in
+        [0, most] that the objective drives to 0. A schedule whose excesses are all 0 is one of the
+        full model (design.md §3.2)."""
+        if not self.elastic:
+            return 0
+        x = self.m.new_int_var(0, most, f"excess[{name}]")
+        self.overflow.append(x)
+        return x
 
     def register_room(self, g: int) -> LinearExpr:
         """Register words group ``g`` has for results: its budget above the reserved registers."""
@@ -471,8 +483,9 @@ def add_register_budgets(v: ScheduleModel) -> None:
             # The full copies are live at every cycle, so their words come off the capacity. (They
             # used to sit on a [0, II) interval with a variable demand under this variable capacity:
             # CP-SAT 9.15 then proves feasible models infeasible; docs/benchmarks_notes.md.)
-            room = m.new_int_var(0, 32 * upper(v.reg_words[g]), f"register_room[{g}]")
-            m.add(room == v.register_room(g) - sum(full_words))
+            most = sum(op.regs * (upper(v.lifetime_of(op)[0]) + 2) for op in v.p.ops if op.regs)
+            room = m.new_int_var(0, 32 * upper(v.reg_words[g]) + most, f"register_room[{g}]")
+            m.add(room == v.register_room(g) - sum(full_words) + v.excess(most, f"registers[{g}]"))
             m.add_cumulative(intervals, demands, room)
 
 
@@ -506,7 +519,8 @@ def add_tmem_capacity(v: ScheduleModel) -> None:
         intervals.append(v.m.new_interval_var(0, v.ii, v.ii, f"tmem_full[{op.name}]"))
         demands.append(op.tmem_cols * full)
     if intervals:
-        v.m.add_cumulative(intervals, demands, v.p.arch.limit("tmem_cols"))
+        most = sum(op.tmem_cols * (upper(v.lifetime_of(op)[0]) + 2) for op in v.p.ops if op.tmem_cols)
+        v.m.add_cumulative(intervals, demands, v.p.arch.limit("tmem_cols") + v.excess(most, "tmem"))
 
 
 def add_average_occupancy(v: ScheduleModel) -> None:
@@ -695,6 +709,7 @@ JOINT_FAMILIES: tuple[tuple[str, Callable[[ScheduleModel], None]], ...] = (
 )
 RELAXED_AWAY = ("register_budgets", "tmem_capacity", "register_average")  # peak-storage families: slow to satisfy, checked after
 IMPLIED_CUTS = ("average_occupancy",)  # implied by the peak families: ``cuts=False`` leaves them out
+AVERAGE_CUTS = ("average_occupancy", "register_average")  # the peaks on average: an elastic model leaves them out
 SWP_FAMILIES = (("dependences", add_dependences), ("modulo_resources", add_modulo_resources),
                 ("residue_cuts", add_residue_cuts),
                 ("symmetry_breaking", add_symmetry_breaking))
@@ -720,7 +735,7 @@ def add_strategy_restrictions(v: ScheduleModel) -> None:
 
 def build_model(problem: Problem, options: SolveOptions, ii_lo: int, ii_hi: int, relaxed: bool = False,
                 max_stage: int | None = None, symmetry: bool = True, cuts: bool = True,
-                memory_only: bool = False, anchor: bool = True) -> ScheduleModel:
+                memory_only: bool = False, anchor: bool = True, elastic: bool = False) -> ScheduleModel:
     """A model of every schedule of ``problem`` with II in [ii_lo, ii_hi].
 
     ``relaxed`` leaves out the peak-storage families (register budgets, TMEM), which make
@@ -733,17 +748,24 @@ def build_model(problem: Problem, options: SolveOptions, ii_lo: int, ii_hi: int,
     another relaxation, which proves TMEM-bound windows empty where the joint model stalls.
     ``anchor`` fixes one op's offset at 0 (rotation symmetry, §2.8c) until ``release_anchor``;
     off with ``symmetry`` and for a one-stage baseline, whose length <= II is not rotation-invariant.
+    ``elastic`` lets the register and TMEM peaks overflow and minimises the overflow (the average
+    cuts, which would hold the peaks on average, are left out): every schedule of the relaxation is
+    one of this model, and its optimum 0 is a schedule of the full model (design.md §3.2).
     """
     if memory_only:
         options = replace(options, swp_only=True)
     v = ScheduleModel(problem, options, ii_lo, ii_hi, max_stage)
     v.symmetry = symmetry  # off to adopt a given schedule, which may be the mirror image
+    v.elastic = elastic
     if anchor and symmetry and not options.single_stage:
         v.anchored = v.m.new_bool_var("anchored")
         v.anchored.proto.domain[0] = 1  # on: domain {1}, widened by release_anchor
     families = MEMORY_FAMILIES if memory_only else SWP_FAMILIES if options.swp_only else JOINT_FAMILIES
     for name, family in families:
-        if not (relaxed and name in RELAXED_AWAY) and (cuts or name not in IMPLIED_CUTS):
+        if not (relaxed and name in RELAXED_AWAY) and (cuts or name not in IMPLIED_CUTS) \
+                and not (elastic and name in AVERAGE_CUTS):
             family(v)
     add_strategy_restrictions(v)
+    if elastic:
+        v.m.minimize(sum(v.overflow))
     return v

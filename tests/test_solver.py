@@ -253,6 +253,35 @@ def test_improvement_lowers_a_schedule_in_hand_from_its_own_ii():
     assert ctx.work.spent <= 6.5
 
 
+def test_the_elastic_model_pulls_a_relaxation_schedule_into_the_full_model():
+    """The elastic slice (design.md §3.2): every schedule of the hint relaxation is one of the elastic model (the
+    register peaks may overflow), so it starts from one; its overflow 0 is a schedule of the full model. One-tile FA
+    forward on h100: at 2440 the relaxation's schedule is pulled to overflow 0, and the full model with that
+    schedule's decisions fixed has a solution; at 2048, which the full model refutes (floor_hint's test above), the
+    elastic model still has the relaxation's schedule, with words left over."""
+    from ortools.sat.python import cp_model
+
+    from twill.solver import hints
+    from twill.solver.model import build_model
+    from twill.solver.phases import _completed
+
+    p = problem("fa_fwd", "h100")
+    for ii, pulled in ((2440, True), (2048, False)):
+        ctx = _context(p)
+        r = build_model(p, ctx.options, ii, ii, relaxed=True)
+        s = ctx.solver(5)
+        assert s.solve(r.m) == cp_model.OPTIMAL
+        e = build_model(p, ctx.options, ii, ii, elastic=True)
+        assert e.overflow and not any(name in str(e.m.proto) for name in ("life_here", "register_room_avg"))
+        hints.hint(e, hints.read(r, s.value))
+        s = ctx.solver(2)
+        assert s.solve(e.m) in (cp_model.OPTIMAL, cp_model.FEASIBLE)
+        assert (s.objective_value == 0) == pulled
+        if pulled:
+            full = build_model(p, ctx.options, ii, ii)
+            assert _completed(ctx, full, hints.read(e, s.value, budgets=True)) is not None
+
+
 def test_full_window_keeps_the_schedule_a_hint_slice_found(monkeypatch):
     """A hint slice of ``full_window`` that finds a schedule without proving it ends the hints, and the
     schedule is kept when the plain solve that follows ends without one (here forced: no complete hint,

@@ -323,7 +323,7 @@ RAW_HINT = Budget(share=1 / 60, at_least=2.0)  # the full window from the relaxa
 PRESSURE = Budget(share=0.05, at_least=3.0)  # a relaxation schedule with few groups, short lifetimes
 PRESSURE_HINT = Budget(share=1 / 80, at_least=1.5)  # the full window from that one
 REPAIR = Budget(share=0.0, at_least=5.0)  # that schedule completed with its groups fixed
-ELASTIC = Budget(share=0.45, at_least=6.0)  # the elastic model from the pressure schedule, overflow minimised
+ELASTIC = Budget(share=1 / 3, at_least=6.0)  # the pressure schedule pulled into the full model (``_elastic``)
 
 
 def hint_relaxation(ctx: Context, w: Window, budget: Budget) -> Outcome:
@@ -464,16 +464,15 @@ def _hint_slices(ctx: Context, v: ScheduleModel, lo: int) -> tuple[Solver, int |
 
     1. the relaxation's own starts and groups, which often complete into a full schedule at once;
     2. a relaxation schedule that favours few groups and short register lifetimes, which steers
-       past the register and TMEM peaks the relaxation left out; it replaces ``ctx.hint``.
+       past the register and TMEM peaks the relaxation left out (it replaces ``ctx.hint``), pulled
+       into the full model by the elastic model (``_elastic``), a complete hint where that works.
     """
     s, status = _try_hint(ctx, v, ctx.hint, RAW_HINT)
-    if status is None and not _holds_schedule(s) and ctx.work.left() > 0:
-        pulled = _elastic(ctx, ctx.hint)
-        if pulled is not None:
-            s, status = _try_hint(ctx, v, pulled, RAW_HINT, complete=True)
     if status is None and not _holds_schedule(s):
         ctx.hint = _pressure_hint(ctx, lo, ctx.hint)
-        s, status = _try_hint(ctx, v, ctx.hint, PRESSURE_HINT)
+        pulled = _elastic(ctx, lo, ctx.hint) if ctx.work.left() > 0 else None
+        if pulled is not None:
+            s, status = _try_hint(ctx, v, pulled, PRESSURE_HINT, complete=True)
     ctx.sliced = True
     return s, status
 
@@ -513,7 +512,7 @@ def _pressure_hint(ctx: Context, lo: int, first: Assignment) -> Assignment:
     return hints.read(r, s.value) if s.solve(r.m) in FEASIBLE else first
 
 
-def _elastic(ctx: Context, a: Assignment) -> Assignment | None:
+def _elastic(ctx: Context, lo: int, a: Assignment) -> Assignment | None:
     """A schedule of the full model at ``a``'s II, pulled from the relaxation's schedule ``a``: the
     elastic model (the register and TMEM peaks may overflow, by as little as CP-SAT can make it)
     starts from ``a``, a solution of it, and its large-neighbourhood workers lower the overflow; at 0
@@ -523,7 +522,7 @@ def _elastic(ctx: Context, a: Assignment) -> Assignment | None:
     p, o = ctx.problem, ctx.options
     if o.swp_only:
         return None
-    e = build_model(p, o, a.ii, a.ii, elastic=True)
+    e = build_model(p, o, a.ii, a.ii, elastic=True, max_stage=hints.short_stage_bound(p, lo))
     hints.hint(e, a)
     solution = _completed(ctx, e, a)  # its first solution at once, not after units of search
     if solution is not None:

@@ -324,6 +324,7 @@ PRESSURE = Budget(share=0.05, at_least=3.0)  # a relaxation schedule with few gr
 PRESSURE_HINT = Budget(share=1 / 80, at_least=1.5)  # the full window from that one
 REPAIR = Budget(share=0.0, at_least=5.0)  # that schedule completed with its groups fixed
 ELASTIC = Budget(share=1 / 3, at_least=6.0)  # the pressure schedule pulled into the full model (``_elastic``)
+ELASTIC_HANDOFF = 0.5  # units kept for the window's model to take the elastic model's schedule
 
 
 def hint_relaxation(ctx: Context, w: Window, budget: Budget) -> Outcome:
@@ -470,7 +471,7 @@ def _hint_slices(ctx: Context, v: ScheduleModel, lo: int) -> tuple[Solver, int |
     s, status = _try_hint(ctx, v, ctx.hint, RAW_HINT)
     if status is None and not _holds_schedule(s):
         ctx.hint = _pressure_hint(ctx, lo, ctx.hint)
-        pulled = _elastic(ctx, lo, ctx.hint) if ctx.work.left() > 0 else None
+        pulled = _elastic(ctx, lo, ctx.hint) if ctx.work.left() > ELASTIC_HANDOFF else None
         if pulled is not None:
             s, status = _try_hint(ctx, v, pulled, PRESSURE_HINT, complete=True)
     ctx.sliced = True
@@ -517,8 +518,8 @@ def _elastic(ctx: Context, lo: int, a: Assignment) -> Assignment | None:
     elastic model (the register and TMEM peaks may overflow, by as little as CP-SAT can make it)
     starts from ``a``, a solution of it, and its large-neighbourhood workers lower the overflow; at 0
     it is a full schedule. Where a feasibility solve from the same hint has no gradient to follow,
-    this one has (random-units-16018: 1344, the ALU bound, in 11 units; the window phases 1807 in
-    30). None when the overflow stays above 0."""
+    this one has (random-units-16018 at its ALU bound 1344: overflow 0 in 9.7 units, where every
+    window phase stalls; design.md §3.2). None when the overflow stays above 0."""
     p, o = ctx.problem, ctx.options
     if o.swp_only:
         return None
@@ -527,7 +528,8 @@ def _elastic(ctx: Context, lo: int, a: Assignment) -> Assignment | None:
     solution = _completed(ctx, e, a)  # its first solution at once, not after units of search
     if solution is not None:
         hints.hint_solution(e, solution)
-    s = ctx.solver(ELASTIC.units(o.work))
+    # the window's model must still take the schedule (a complete hint: ~0.1 units), or it is lost
+    s = ctx.solver(min(ELASTIC.units(o.work), ctx.work.left() - ELASTIC_HANDOFF))
     found = s.solve(e.m) in FEASIBLE and s.objective_value == 0
     ctx.report(f"II {a.ii}: the elastic model's overflow {'0: a schedule' if found else 'stays above 0'}")
     return hints.read(e, s.value, budgets=True) if found else None

@@ -110,6 +110,7 @@ class Context:
     groupings: bool | None = None  # Benders over groupings: untried, decided a probe the joint model did not, or not
     refuted_below: int = 0  # on a monotone problem the highest refuted II + 1, every II below refuted; else 0
     proposed: int | None = None  # the II the first schedules ended at before the pipelines: the improvement's gate
+    held_back: float = 0.0  # work the first window holds back for the descent (search._first_window); the elastic slice may use it
     monotone: bool = field(init=False)  # feasibility closed upwards in II (design.md §3.1e)
 
     def __post_init__(self) -> None:
@@ -471,9 +472,13 @@ def _hint_slices(ctx: Context, v: ScheduleModel, lo: int) -> tuple[Solver, int |
     s, status = _try_hint(ctx, v, ctx.hint, RAW_HINT)
     if status is None and not _holds_schedule(s):
         ctx.hint = _pressure_hint(ctx, lo, ctx.hint)
-        pulled = _elastic(ctx, lo, ctx.hint) if ctx.work.left() > ELASTIC_HANDOFF else None
-        if pulled is not None:
-            s, status = _try_hint(ctx, v, pulled, PRESSURE_HINT, complete=True)
+        ctx.work.limit += ctx.held_back  # a schedule at the floor needs no descent: lend the elastic slice its reserve
+        try:
+            pulled = _elastic(ctx, lo, ctx.hint) if ctx.work.left() > ELASTIC_HANDOFF + ctx.held_back / 2 else None
+            if pulled is not None:
+                s, status = _try_hint(ctx, v, pulled, PRESSURE_HINT, complete=True)
+        finally:
+            ctx.work.limit -= ctx.held_back
     ctx.sliced = True
     return s, status
 
@@ -528,8 +533,9 @@ def _elastic(ctx: Context, lo: int, a: Assignment) -> Assignment | None:
     solution = _completed(ctx, e, a)  # its first solution at once, not after units of search
     if solution is not None:
         hints.hint_solution(e, solution)
-    # the window's model must still take the schedule (a complete hint: ~0.1 units), or it is lost
-    s = ctx.solver(min(ELASTIC.units(o.work), ctx.work.left() - ELASTIC_HANDOFF))
+    # the window's model must still take the schedule (a complete hint, ~0.1 units), and the descent keeps half of
+    # what the first window holds back for it (``_hint_slices`` lends the rest)
+    s = ctx.solver(min(ELASTIC.units(o.work), ctx.work.left() - ELASTIC_HANDOFF - ctx.held_back / 2))
     found = s.solve(e.m) in FEASIBLE and s.objective_value == 0
     ctx.report(f"II {a.ii}: the elastic model's overflow {'0: a schedule' if found else 'stays above 0'}")
     return hints.read(e, s.value, budgets=True) if found else None

@@ -426,10 +426,12 @@ def _first_window(ctx: Context, w: Window) -> Outcome:
         return _decide(ctx, w)
     reserve = min(DESCENT_RESERVE.units(ctx.options.work), ctx.work.left() / 2)
     ctx.work.limit -= reserve
+    ctx.held_back = reserve
     try:
         return _decide(ctx, w)
     finally:
         ctx.work.limit += reserve
+        ctx.held_back = 0.0
 
 
 def _settle(ctx: Context, found: Found, proven: int) -> _IIResult:

@@ -27,7 +27,7 @@ from twill.options import SolveOptions
 from twill.problem import build_problem
 from twill.solver import hints
 from twill.solver.model import build_model
-from twill.solver.phases import _completed
+from twill.solver.phases import hint_completed
 from twill.solver.run import Work, solver
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -86,11 +86,7 @@ def main() -> None:
         fixed = tuple((op.name, labels[a.groups[op.name]]) for op in p.ops)
         o, a = replace(o, fixed_groups=fixed), replace(a, groups=dict(fixed))
     e = build_model(p, o, args.ii, args.ii, elastic=True, max_stage=short if args.short else None)
-    hints.hint(e, a)
-    ctx = argparse.Namespace(work=work)
-    solution = _completed(ctx, e, a)
-    if solution is not None:
-        hints.hint_solution(e, solution)
+    hint_completed(argparse.Namespace(work=work), e, a)
     trajectory = Trajectory()
     s = step("elastic model", e, args.units, trajectory)
     shown = trajectory.points[:3] + trajectory.points[3:][-3:]

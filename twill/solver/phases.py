@@ -494,10 +494,10 @@ def _try_hint(ctx: Context, v: ScheduleModel, a: Assignment, budget: Budget,
     A schedule found without a proof becomes the complete hint of the solve that follows. With
     ``complete``, ``a`` is a schedule of the full model, hinted with every variable (``_completed``)."""
     v.m.clear_hints()
-    hints.hint(v, a)
-    solution = _completed(ctx, v, a) if complete else None
-    if solution is not None:
-        hints.hint_solution(v, solution)
+    if complete:
+        hint_completed(ctx, v, a)
+    else:
+        hints.hint(v, a)
     s = ctx.solver(budget.units(ctx.options.work))
     status = s.solve(v.m, Progress(ctx.options.progress, "II", ctx.work))
     if status in (cp_model.OPTIMAL, cp_model.INFEASIBLE) or ctx.work.left() <= 0:
@@ -529,10 +529,7 @@ def _elastic(ctx: Context, lo: int, a: Assignment) -> Assignment | None:
     if o.swp_only:
         return None
     e = build_model(p, o, a.ii, a.ii, elastic=True, max_stage=hints.short_stage_bound(p, lo))
-    hints.hint(e, a)
-    solution = _completed(ctx, e, a)  # its first solution at once, not after units of search
-    if solution is not None:
-        hints.hint_solution(e, solution)
+    hint_completed(ctx, e, a)  # its first solution at once, not after units of search
     # the window's model must still take the schedule (a complete hint, ~0.1 units), and the descent keeps half of
     # what the first window holds back for it (``_hint_slices`` lends the rest)
     s = ctx.solver(min(ELASTIC.units(o.work), ctx.work.left() - ELASTIC_HANDOFF - ctx.held_back / 2))
@@ -1020,10 +1017,7 @@ def improve(ctx: Context, w: Window, budget: Budget) -> Outcome:
     if ctx.upper is None:
         return Outcome(Verdict.UNDECIDED, w.lo)
     v = build_model(ctx.problem, ctx.options, w.lo, max(w.hi, ctx.upper.ii), symmetry=False)
-    hints.hint(v, ctx.upper)
-    solution = _completed(ctx, v, ctx.upper)
-    if solution is not None:
-        hints.hint_solution(v, solution)
+    hint_completed(ctx, v, ctx.upper)
     v.m.minimize(v.ii)
     s = ctx.solver(budget.units(ctx.options.work))
     status = s.solve(v.m, Progress(ctx.options.progress, "II", ctx.work))
@@ -1033,6 +1027,14 @@ def improve(ctx: Context, w: Window, budget: Budget) -> Outcome:
     floor = found.ii if status == cp_model.OPTIMAL else max(w.lo, math.ceil(s.best_objective_bound))
     ctx.refuted(w.lo, floor - 1, "CP-SAT (the joint model, from the best schedule)")
     return Outcome(Verdict.FOUND, floor, found)
+
+
+def hint_completed(ctx: Context, v: ScheduleModel, a: Assignment) -> None:
+    """Hint ``v`` with the schedule ``a``: every variable where ``_completed`` completes it, else its decisions."""
+    hints.hint(v, a)
+    solution = _completed(ctx, v, a)
+    if solution is not None:
+        hints.hint_solution(v, solution)
 
 
 def _completed(ctx: Context, v: ScheduleModel, a: Assignment) -> list[int] | None:

@@ -50,6 +50,7 @@ from twill.solver.phases import (
     Window,
     descent,
     improve,
+    pull_to_floor,
     refute_below,
 )
 from twill.solver.run import Budget, Progress, Work, solver
@@ -355,6 +356,17 @@ def _improvable(ctx: Context, lb: int) -> bool:
     return judged > IMPROVE_GAP * lb
 
 
+def _pulled(ctx: Context, lb: int, cap: int) -> Found | None:
+    """Where the improvement phase applies, first a schedule at the floor itself (``phases.pull_to_floor``): the
+    improvement lowers the best schedule from above and seldom reaches a floor that is the optimum."""
+    if not _improvable(ctx, lb) or cap < lb:
+        return None
+    found = pull_to_floor(ctx, lb)
+    if found is not None:
+        ctx.report(f"II {lb}: the floor, from the relaxation's schedule pulled into the full model")
+    return found
+
+
 def _improve(ctx: Context, lb: int, cap: int) -> Outcome | None:
     """The improvement phase (``phases.improve``) before any window where ``_improvable``; None where it does
     not apply or found nothing."""
@@ -378,6 +390,9 @@ def _search_ii(ctx: Context, lb: int, cap: int) -> _IIResult:
     windows and is the answer should the budget run out before a proof."""
     lo, width, proven = lb, 0, None  # proven: the floor of the first window left undecided
     best: Found | None = None  # the improved or the descent's schedule
+    pulled = _pulled(ctx, lb, cap)
+    if pulled is not None:
+        return _result(ctx, pulled, lb)
     out = _improve(ctx, lb, cap)
     if out is not None:
         lo, best = out.floor, out.found if out.found.ii <= cap else None

@@ -282,6 +282,18 @@ def test_the_elastic_model_pulls_a_relaxation_schedule_into_the_full_model():
             assert _completed(ctx, full, hints.read(e, s.value, budgets=True)) is not None
 
 
+def test_pull_to_floor_reaches_a_feasible_floor_and_nothing_below_the_optimum():
+    """``pull_to_floor`` (design.md §3.1, step 0b): relaxation, pressure schedule, elastic model, then the full model at
+    one II. One-tile FA forward on h100 (optimum 2439): at 2440 it returns a schedule of the full model at exactly that
+    II; at 2048, which the full model refutes, it returns nothing (the elastic model keeps words over)."""
+    from twill.solver.phases import pull_to_floor
+
+    p = problem("fa_fwd", "h100")
+    found = pull_to_floor(_context(p, 30.0), 2440)
+    assert found is not None and found.ii == 2440 and found.model.ii_lo == found.model.ii_hi == 2440
+    assert pull_to_floor(_context(p, 30.0), 2048) is None
+
+
 def test_full_window_keeps_the_schedule_a_hint_slice_found(monkeypatch):
     """A hint slice of ``full_window`` that finds a schedule without proving it ends the hints, and the
     schedule is kept when the plain solve that follows ends without one (here forced: no complete hint,

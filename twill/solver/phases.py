@@ -999,7 +999,7 @@ def _probe(ctx: Context, ii: int) -> Found | None:
 
 
 # The floor pulled before the improvement (``pull_to_floor``): each step short, since on most large bodies the first
-# one has no schedule in its budget and what it spends comes off the windows after the improvement.
+# one has no schedule in its budget and what it spends comes off the improvement (docs/benchmarks_notes.md, session 45).
 PULL_RELAXATION = Budget(share=1 / 15, at_least=1.0)
 PULL_ELASTIC = Budget(share=1 / 15, at_least=1.0)
 
@@ -1009,7 +1009,7 @@ def pull_to_floor(ctx: Context, lo: int) -> Found | None:
     its pressure schedule, the elastic model from that, and the full model at ``lo`` from the elastic model's schedule
     as a complete hint. Meant for a large body whose first schedules sit far above its floor, before the improvement
     lowers them step by step from above: where the floor is the optimum, this reaches it at once (random-units-16019,
-    74 ops: the relaxation 1.5 units, the pressure schedule 2.6, overflow 0 in 0.3; the improvement from 3332 ended
+    74 ops: the relaxation 1.5 units, the pressure schedule 4.1, overflow 0 in 0.3; the improvement from 3332 ended
     at 3025 in 15). None where a step has nothing (on most large bodies the relaxation has no schedule in 2 units)."""
     p, o = ctx.problem, ctx.options
     if o.swp_only or ctx.work.left() <= 0:

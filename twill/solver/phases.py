@@ -1022,9 +1022,8 @@ def pull_to_floor(ctx: Context, lo: int) -> Found | None:
     if pulled is None:
         return None
     v = build_model(p, o, lo, lo)
-    hint_completed(ctx, v, pulled)
-    s = ctx.solver(PRESSURE_HINT.units(o.work))
-    return Found(v, s) if s.solve(v.m) in FEASIBLE else None
+    s, _ = _try_hint(ctx, v, pulled, PRESSURE_HINT, complete=True)  # the elastic slice's hand-off
+    return Found(v, s) if _holds_schedule(s) else None
 
 
 IMPROVE = Budget(share=1 / 2, at_least=3.0)  # 1/4 gained 0.1-11% of II on the suite's large bodies; 1/2 up to 22% more

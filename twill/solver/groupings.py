@@ -6,10 +6,17 @@ stalls"), yet with the grouping fixed it often refutes at once. So at one II:
 1. the structure relaxation (``twill.solver.structure``, a relaxation over groupings) proposes a grouping
    that meets its conditions and every cut so far; none left: the II is refuted;
 2. the joint model at the II decides it with the grouping stated as assumptions on pair literals (two ops in
-   one group, or not; labels do not enter, so a grouping and its relabellings are one);
+   one group, or not; labels do not enter, so a grouping and its relabellings are one), for a short slice;
 3. refuted: CP-SAT's sufficient assumptions are a core, a set of pair relations no schedule at this II can
    meet together; the cut "at least one of them changes" goes into the structure model and the loop goes on;
-   a schedule ends the loop with that schedule, an undecided solve with nothing proven.
+4. undecided under assumptions: the joint model built with the grouping fixed (``SolveOptions.fixed_groups``,
+   labels in first-use order as the model's label symmetry breaking has them) decides it. CP-SAT's presolve
+   cannot fix assumption literals, so under assumptions it keeps every group's optional intervals and budget
+   terms; with the grouping fixed it drops them, and groupings that stay undecided under assumptions after 8
+   units are refuted in about 1 (docs/benchmarks_notes.md, "Benders with the grouping fixed", session 46).
+   Refuted, the cut is the grouping itself (all its pair relations: a no-good); a schedule is carried over to
+   the joint model by fixing its decisions there (a propagation);
+5. a schedule ends the loop with that schedule, an undecided solve with nothing proven.
 
 Sound because every schedule at the II has a grouping, which the structure relaxation admits and which meets
 no core; the joint model's symmetry breaking keeps one of every set of equivalent schedules, so a core refutes
@@ -21,12 +28,14 @@ docs/benchmarks_notes.md ("Benders over groupings in the bisection", issue 16).
 from __future__ import annotations
 
 import itertools
+from dataclasses import replace
 
 from ortools.sat.python import cp_model
 
 from twill.bounds import rec_mii
 from twill.options import SolveOptions
 from twill.problem import Problem
+from twill.solver import hints
 from twill.solver.model import ScheduleModel, build_model, group_relation
 from twill.solver.run import Solver, Work, solver
 from twill.solver.structure import build_structure
@@ -35,6 +44,10 @@ __all__ = ["decide_by_groupings", "pair_literals"]
 
 FEASIBLE = (cp_model.OPTIMAL, cp_model.FEASIBLE)
 PROPOSE_UNITS = 1.0  # one proposal of the structure relaxation under the cuts (most take well under 0.1)
+# The grouping under assumptions, for a core that cuts more than this grouping: where one came on the suite's
+# register-bound bodies it came within 0.04-0.19 units (random-regs-16009, random-handoff-16025; session 46)
+CORE_UNITS = 0.25
+CARRY_UNITS = 1.0  # a fixed-grouping schedule's decisions fixed in the joint model: a propagation
 
 
 def pair_literals(m: cp_model.CpModel, group_of: dict[str, cp_model.IntVar],
@@ -68,20 +81,54 @@ def decide_by_groupings(problem: Problem, options: SolveOptions, ii: int, work: 
         if status not in FEASIBLE:
             break
         group = {n: sv.value(s.group_of[n]) for n in names}
-        v.m.clear_assumptions()
-        v.m.add_assumptions([lit if group[a] == group[b] else ~lit for (a, b), lit in asked.items()])
-        js = solver(work, min(per_grouping, until - work.spent), 1, linearization=2)
-        status = js.solve(v.m)
+        status, js = _under_assumptions(v, asked, group, work, min(CORE_UNITS, per_grouping, until - work.spent))
         if status in FEASIBLE:
-            v.m.clear_assumptions()
             return cp_model.FEASIBLE, v, js
-        if status != cp_model.INFEASIBLE:
-            break
-        core = [key_of[_var(i)] for i in js.sufficient_assumptions_for_infeasibility() if _var(i) in key_of]
-        if not core:  # infeasible whatever the grouping
-            return cp_model.INFEASIBLE, None, None
+        if status == cp_model.INFEASIBLE:
+            core = [key_of[_var(i)] for i in js.sufficient_assumptions_for_infeasibility() if _var(i) in key_of]
+            if not core:  # infeasible whatever the grouping
+                return cp_model.INFEASIBLE, None, None
+        else:
+            status, js = _fixed_grouping(problem, options, ii, v, group, work, min(per_grouping, until - work.spent))
+            if status in FEASIBLE:
+                return (cp_model.FEASIBLE, v, js) if js is not None else (cp_model.UNKNOWN, None, None)
+            if status != cp_model.INFEASIBLE:
+                break
+            core = list(asked)  # the grouping itself
         s.m.add_bool_or([~proposed[key] if group[key[0]] == group[key[1]] else proposed[key] for key in core])
     return cp_model.UNKNOWN, None, None
+
+
+def _under_assumptions(v: ScheduleModel, asked: dict[tuple[str, str], cp_model.IntVar], group: dict[str, int],
+                       work: Work, units: float) -> tuple[int, Solver]:
+    """(status, solver) of the joint model ``v`` with ``group`` stated as assumptions on its pair literals, for
+    ``units`` (none: UNKNOWN, nothing solved); the assumptions are cleared after."""
+    js = solver(work, max(units, 0.0), 1, linearization=2)
+    if units <= 0:
+        return cp_model.UNKNOWN, js
+    v.m.add_assumptions([lit if group[a] == group[b] else ~lit for (a, b), lit in asked.items()])
+    status = js.solve(v.m)
+    v.m.clear_assumptions()
+    return status, js
+
+
+def _fixed_grouping(problem: Problem, options: SolveOptions, ii: int, v: ScheduleModel, group: dict[str, int],
+                    work: Work, units: float) -> tuple[int, Solver | None]:
+    """(status, solver) of the joint model at ``ii`` built with ``group`` fixed: on a schedule, the solver holds it
+    as a solution of ``v`` (its decisions fixed there; None if that stayed undecided)."""
+    labels = hints.first_use_labels(problem, group)
+    fixed = tuple((op.name, labels[group[op.name]]) for op in problem.ops)
+    f = build_model(problem, replace(options, fixed_groups=fixed), ii, ii)
+    fs = solver(work, units, 1, linearization=2)
+    status = fs.solve(f.m)
+    if status not in FEASIBLE:
+        return status, None
+    found = hints.read(f, fs.value, budgets=True)
+    c = v.m.clone()
+    for x, value in ((v.ii, found.ii), *hints.decisions(v, found)):
+        c.add(c.get_int_var_from_proto_index(x.index) == value)
+    js = solver(work, CARRY_UNITS, 1)
+    return status, (js if js.solve(c) in FEASIBLE else None)
 
 
 def _var(literal: int) -> int:

@@ -65,3 +65,22 @@ def test_the_search_lifts_its_floor_with_benders_where_registers_bind():
     p = build_problem(random_body(16009, 19, profile="regs"), get_arch("b200"))
     sched = solve(p, SolveOptions(workers=2, work_limit=30.0, time_limit=600.0))
     assert sched.ii_lower_bound >= 1898 and sched.ii <= 2740
+
+
+@pytest.mark.slow
+def test_a_grouping_undecided_under_assumptions_is_refuted_with_the_grouping_fixed():
+    """random-regs-16009 at II 2013, grouping loads | b0 + b1 | b2: stated as assumptions on the joint model it is
+    undecided after 4 units (presolve cannot fix assumption literals); the joint model built with it fixed refutes
+    it in under 2 (docs/benchmarks_notes.md, "Benders with the grouping fixed"). And the loop with that fallback
+    refutes II 1970, where a grouping stalled under assumptions alone."""
+    p = build_problem(random_body(16009, 19, profile="regs"), get_arch("b200"))
+    o = SolveOptions(workers=1)
+    group = {op.name: 0 if op.name.endswith("_load") else 2 if op.name.startswith("b2_") else 1 for op in p.ops}
+    v = build_model(p, o, 2013, 2013)
+    asked = groupings.pair_literals(v.m, v.group_of, [op.name for op in p.ops])
+    work = Work.starting_now(600.0, 10.0)
+    assert groupings._under_assumptions(v, asked, group, work, 4.0)[0] == cp_model.UNKNOWN
+    status, carried = groupings._fixed_grouping(p, o, 2013, v, group, work, 2.0)
+    assert (status, carried) == (cp_model.INFEASIBLE, None)
+    work = Work.starting_now(600.0, 25.0)
+    assert decide_by_groupings(p, o, 1970, work, 25.0, 5.0)[0] == cp_model.INFEASIBLE

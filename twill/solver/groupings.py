@@ -115,7 +115,9 @@ def _under_assumptions(v: ScheduleModel, asked: dict[tuple[str, str], cp_model.I
 def _fixed_grouping(problem: Problem, options: SolveOptions, ii: int, v: ScheduleModel, group: dict[str, int],
                     work: Work, units: float) -> tuple[int, Solver | None]:
     """(status, solver) of the joint model at ``ii`` built with ``group`` fixed: on a schedule, the solver holds it
-    as a solution of ``v`` (its decisions fixed there; None if that stayed undecided)."""
+    as a solution of ``v`` (its decisions fixed there), or None where ``v`` does not take it: the fixed model leaves
+    out the mirror-image cuts (§2.8c), so its schedule may be the twin ``v`` cuts off. Its refutation is ``v``'s
+    under ``group`` all the same: it only has fewer constraints."""
     labels = hints.first_use_labels(problem, group)
     fixed = tuple((op.name, labels[group[op.name]]) for op in problem.ops)
     f = build_model(problem, replace(options, fixed_groups=fixed), ii, ii)

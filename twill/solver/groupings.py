@@ -12,8 +12,9 @@ stalls"), yet with the grouping fixed it often refutes at once. So at one II:
 4. undecided under assumptions: the joint model built with the grouping fixed (``SolveOptions.fixed_groups``,
    labels in first-use order as the model's label symmetry breaking has them) decides it. CP-SAT's presolve
    cannot fix assumption literals, so under assumptions it keeps every group's optional intervals and budget
-   terms; with the grouping fixed it drops them, and groupings that stay undecided under assumptions after 8
-   units are refuted in about 1 (docs/benchmarks_notes.md, "Benders with the grouping fixed", session 46).
+   terms; with the grouping fixed it drops them: on random-regs-16009 at II 2013 a grouping undecided under
+   assumptions after 8 units was refuted in 0.97 (docs/benchmarks_notes.md, "Benders with the grouping fixed",
+   session 46).
    Refuted, the cut is the grouping itself (all its pair relations: a no-good); a schedule is carried over to
    the joint model by fixing its decisions there (a propagation);
 5. a schedule ends the loop with that schedule, an undecided solve with nothing proven.
@@ -45,7 +46,8 @@ __all__ = ["decide_by_groupings", "pair_literals"]
 FEASIBLE = (cp_model.OPTIMAL, cp_model.FEASIBLE)
 PROPOSE_UNITS = 1.0  # one proposal of the structure relaxation under the cuts (most take well under 0.1)
 # The grouping under assumptions, for a core that cuts more than this grouping: where one came on the suite's
-# register-bound bodies it came within 0.04-0.19 units (random-regs-16009, random-handoff-16025; session 46)
+# register-bound bodies it came within 0.03-0.19 units (random-regs-16009 at II 2013: 0.04-0.19; random-handoff-16025
+# at 2200: 0.03-0.05; session 46)
 CORE_UNITS = 0.25
 CARRY_UNITS = 1.0  # a fixed-grouping schedule's decisions fixed in the joint model: a propagation
 

@@ -102,12 +102,12 @@ def decide_by_groupings(problem: Problem, options: SolveOptions, ii: int, work: 
 
 
 def _under_assumptions(v: ScheduleModel, asked: dict[tuple[str, str], cp_model.IntVar], group: dict[str, int],
-                       work: Work, units: float) -> tuple[int, Solver]:
+                       work: Work, units: float) -> tuple[int, Solver | None]:
     """(status, solver) of the joint model ``v`` with ``group`` stated as assumptions on its pair literals, for
     ``units`` (none: UNKNOWN, nothing solved); the assumptions are cleared after."""
-    js = solver(work, max(units, 0.0), 1, linearization=2)
     if units <= 0:
-        return cp_model.UNKNOWN, js
+        return cp_model.UNKNOWN, None
+    js = solver(work, units, 1, linearization=2)
     v.m.add_assumptions([lit if group[a] == group[b] else ~lit for (a, b), lit in asked.items()])
     status = js.solve(v.m)
     v.m.clear_assumptions()
@@ -127,12 +127,8 @@ def _fixed_grouping(problem: Problem, options: SolveOptions, ii: int, v: Schedul
     status = fs.solve(f.m)
     if status not in FEASIBLE:
         return status, None
-    found = hints.read(f, fs.value, budgets=True)
-    c = v.m.clone()
-    for x, value in ((v.ii, found.ii), *hints.decisions(v, found)):
-        c.add(c.get_int_var_from_proto_index(x.index) == value)
     js = solver(work, CARRY_UNITS, 1)
-    return status, (js if js.solve(c) in FEASIBLE else None)
+    return status, (js if js.solve(hints.pinned(v, hints.read(f, fs.value, budgets=True))) in FEASIBLE else None)
 
 
 def _var(literal: int) -> int:

@@ -18,7 +18,7 @@ from twill.problem import Problem
 from twill.solver.assemble import Assignment
 from twill.solver.model import ScheduleModel
 
-__all__ = ["read", "from_schedule", "hint", "hint_rescaled", "hint_moved", "hint_solution", "solution_of", "short_stage_bound", "first_use_labels",
+__all__ = ["read", "from_schedule", "pinned", "hint", "hint_rescaled", "hint_moved", "hint_solution", "solution_of", "short_stage_bound", "first_use_labels",
            "pressure_objective"]
 
 Value = Callable[[cp_model.IntVar], int]
@@ -55,6 +55,15 @@ def decisions(v: ScheduleModel, a: Assignment, starts: bool = True) -> Iterator[
         for g, value in given.items():
             if g < len(variables):  # none in a pure modulo-scheduling model
                 yield variables[g], value
+
+
+def pinned(v: ScheduleModel, a: Assignment) -> cp_model.CpModel:
+    """A copy of ``v``'s model with ``a``'s II and decisions fixed: solved, a propagation that completes the
+    schedule into every variable of ``v`` (the copy keeps ``v``'s variable indices)."""
+    c = v.m.clone()
+    for x, value in ((v.ii, a.ii), *decisions(v, a)):
+        c.add(c.get_int_var_from_proto_index(x.index) == value)
+    return c
 
 
 def hint(v: ScheduleModel, a: Assignment, starts: bool = True) -> None:

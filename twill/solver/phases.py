@@ -1070,11 +1070,8 @@ def _completed(ctx: Context, v: ScheduleModel, a: Assignment) -> list[int] | Non
     fixed, solved on one worker (a propagation, 0.00-0.04 units on the suite's bodies), for a
     complete hint. CP-SAT does not always complete a hint of the decisions alone: on a 66-op body it
     had not in 5 units (docs/benchmarks_notes.md, session 15)."""
-    c = v.m.clone()
-    for x, value in ((v.ii, a.ii), *hints.decisions(v, a)):
-        c.add(c.get_int_var_from_proto_index(x.index) == value)
     s = solver(ctx.work, COMPLETE_HINT, 1)
-    return hints.solution_of(s) if s.solve(c) in FEASIBLE else None
+    return hints.solution_of(s) if s.solve(hints.pinned(v, a)) in FEASIBLE else None
 
 
 COMPLETE_HINT = 1.0  # units: at most, for ``_completed``

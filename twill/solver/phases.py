@@ -288,7 +288,7 @@ def _memory_solve(ctx: Context, lo: int, hi: int, until: float, minimise: bool =
         m.m.minimize(m.ii)
     floor, s, status = lo, None, cp_model.UNKNOWN
     for units, seed_k in attempts(attempt, until, ctx.work, seed, MEMORY.growth):
-        s = ctx.solver(units, SEARCH_AND_BOUND if minimise else RESTARTS, seed_k)
+        s = ctx.solver(units, SEARCH_AND_BOUND, seed_k) if minimise else solver(ctx.work, units, 1, RESTARTS, seed_k)
         s.confirm_refutations = near is None
         status = s.solve(m.m)
         if minimise and status != cp_model.INFEASIBLE:

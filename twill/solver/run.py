@@ -24,9 +24,14 @@ __all__ = ["Budget", "Work", "Solver", "solver", "worker_count", "attempts", "Pr
 # Two subsolvers that together both find and refute: the LP-heavy search and restarts (used when
 # there are exactly two workers; larger machines keep CP-SAT's own portfolio, which holds both).
 SEARCH_AND_BOUND = ("max_lp", "quick_restart")
-# For satisfaction (refuting a range of II, or finding any schedule at one II): restarts with and
-# without the LP, which refute the memory relaxation's empty windows fastest (benchmarks_notes.md).
-RESTARTS = ("quick_restart", "quick_restart_no_lp")
+# Short decisions (the structure relaxation's, the memory relaxation's satisfaction solves): CP-SAT's restarts with
+# the LP on ONE worker, whatever the worker count. Deterministic multi-worker search (interleave_search) runs each
+# subsolver in tasks of one deterministic unit and ends a batch only when all of its tasks end, so a solve that one
+# subsolver decides early is billed the others' whole tasks; and on these small models the restarts subsolver needed
+# 10-50x the work interleaved that it needed alone. fa_fwd 2 sub-tiles on b200, every solve replayed: 15 memory
+# relaxation solves 10.4 units interleaved, 2.8 alone; 24 structure solves 2.18 and 0.04; the same verdict in each
+# (docs/benchmarks_notes.md, session 47).
+RESTARTS = ("quick_restart",)
 # CP-SAT 9.15's deepest probing (level 2, the default) aborts the whole process on some hinted models in
 # interleaved search ("Check failed: heuristics.fixed_search != nullptr"; a window of fa_fwd at head_dim 64,
 # block_n 128 on h100 with any one hinted variable, tests/test_solver.py); level 1 keeps presolve's probing

@@ -219,6 +219,25 @@ def test_memory_relaxation_proves_b200_two_subtiles_miss_the_tensor_core_bound()
     assert floor == 548 and schedule.ii == 548
 
 
+def test_the_memory_relaxation_decides_on_one_worker():
+    """The memory relaxation's satisfaction solves run one worker with CP-SAT's restarts (design.md §3, "Short
+    decisions run on one worker"): interleaved search bills whole one-unit tasks. FA forward, 2 sub-tiles, b200: the
+    window under the optimum 2320 is refuted in 0.36 units (1.64 with two workers interleaved), its top 40 IIs in 0.08
+    (1.10); deterministic work, so the bounds below are not timings."""
+    from ortools.sat.python import cp_model
+
+    from twill.solver.phases import _memory_solve
+    from twill.solver.run import RESTARTS
+
+    assert RESTARTS == ("quick_restart",)
+    ctx = _context(problem("fa_fwd", "b200", subtiles=2))
+    for lo, hi, most in ((2048, 2319, 0.5), (2280, 2319, 0.2)):
+        before = ctx.work.spent
+        _, s, status, _ = _memory_solve(ctx, lo, hi, ctx.work.until(10))
+        assert status == cp_model.INFEASIBLE and s.parameters.num_workers == 1
+        assert ctx.work.spent - before < most
+
+
 def test_descent_repairs_a_schedule_moved_to_a_lower_ii():
     """The descent (design.md §3.1): from the heuristic's schedule, the full model at one lower
     II started from that schedule moved there finds a schedule, halving towards the floor."""

@@ -27,8 +27,8 @@ SEARCH_AND_BOUND = ("max_lp", "quick_restart")
 # Short decisions (the structure relaxation's, the memory relaxation's satisfaction solves): CP-SAT's restarts with
 # the LP on ONE worker, whatever the worker count. Deterministic multi-worker search (interleave_search) runs each
 # subsolver in tasks of one deterministic unit and ends a batch only when all of its tasks end, so a solve that one
-# subsolver decides early is billed the others' whole tasks; and on these small models the restarts subsolver needed
-# 10-50x the work interleaved that it needed alone. fa_fwd 2 sub-tiles on b200, every solve replayed: 15 memory
+# subsolver decides early is billed the others' whole tasks, and the restarts subsolver needed more work interleaved
+# than alone. fa_fwd 2 sub-tiles on b200, every solve replayed: 15 memory
 # relaxation solves 10.4 units interleaved, 2.8 alone; 24 structure solves 2.18 and 0.04; the same verdict in each
 # (docs/benchmarks_notes.md, session 47).
 RESTARTS = ("quick_restart",)

@@ -45,7 +45,17 @@ from twill.solver import hints
 from twill.solver.assemble import Assignment
 from twill.solver.groupings import decide_by_groupings
 from twill.solver.model import ScheduleModel, build_model
-from twill.solver.run import RESTARTS, SEARCH_AND_BOUND, Budget, Progress, Solver, Work, attempts, solver, worker_count
+from twill.solver.run import (
+    SEARCH_AND_BOUND,
+    Budget,
+    Progress,
+    Solver,
+    Work,
+    attempts,
+    decision_solver,
+    solver,
+    worker_count,
+)
 from twill.solver.strategies import producer_consumer_split
 
 __all__ = ["Verdict", "Window", "Found", "Outcome", "Context", "Phase", "WINDOW_PHASES", "UNDECIDED_PHASES",
@@ -288,7 +298,7 @@ def _memory_solve(ctx: Context, lo: int, hi: int, until: float, minimise: bool =
         m.m.minimize(m.ii)
     floor, s, status = lo, None, cp_model.UNKNOWN
     for units, seed_k in attempts(attempt, until, ctx.work, seed, MEMORY.growth):
-        s = ctx.solver(units, SEARCH_AND_BOUND, seed_k) if minimise else solver(ctx.work, units, 1, RESTARTS, seed_k)
+        s = ctx.solver(units, SEARCH_AND_BOUND, seed_k) if minimise else decision_solver(ctx.work, units, seed_k)
         s.confirm_refutations = near is None
         status = s.solve(m.m)
         if minimise and status != cp_model.INFEASIBLE:

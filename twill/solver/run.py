@@ -19,7 +19,8 @@ from dataclasses import dataclass
 
 from ortools.sat.python import cp_model, cp_model_helper
 
-__all__ = ["Budget", "Work", "Solver", "solver", "worker_count", "attempts", "Progress", "SEARCH_AND_BOUND", "RESTARTS"]
+__all__ = ["Budget", "Work", "Solver", "solver", "decision_solver", "worker_count", "attempts", "Progress",
+           "SEARCH_AND_BOUND", "RESTARTS"]
 
 # Two subsolvers that together both find and refute: the LP-heavy search and restarts (used when
 # there are exactly two workers; larger machines keep CP-SAT's own portfolio, which holds both).
@@ -245,6 +246,13 @@ def solver(work: Work, units: float, workers: int, portfolio: tuple[str, ...] = 
     if linearization is not None:
         s.parameters.linearization_level = linearization
     return s
+
+
+def decision_solver(work: Work, units: float, seed: int = 0) -> Solver:
+    """A solver for a short decision (the structure relaxation's, the memory relaxation's satisfaction solves): one
+    worker with CP-SAT's restarts whatever the worker count, since interleaved search bills whole one-unit tasks
+    (``RESTARTS``)."""
+    return solver(work, units, 1, RESTARTS, seed)
 
 
 def attempts(first: float, until: float, work: Work, seed: int = 0, growth: float = 1.5) -> Iterator[tuple[float, int]]:

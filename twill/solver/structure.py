@@ -44,7 +44,7 @@ from twill.ir import Carrier, Edge, Op
 from twill.options import SolveOptions
 from twill.problem import Problem, per_problem, read_time
 from twill.solver.model import group_relation, group_variables, isolate, upper
-from twill.solver.run import RESTARTS, Budget, Work, solver
+from twill.solver.run import Budget, Work, decision_solver
 
 __all__ = ["StructureModel", "STRUCTURE_FAMILIES", "build_structure", "structure_floor", "propose_grouping", "cycle_edges",
            "in_one_group", "StructureFloor"]
@@ -369,7 +369,7 @@ class StructureFloor:
 
 def _decide(problem: Problem, options: SolveOptions, ii: int, work: Work, drop: tuple[str, ...] = ()) -> int:
     s = build_structure(problem, options, ii, drop)
-    return solver(work, PROBE.at_least, 1, RESTARTS).solve(s.m)
+    return decision_solver(work, PROBE.at_least).solve(s.m)
 
 
 def structure_floor(problem: Problem, options: SolveOptions, lo: int, hi: int, work: Work,
@@ -429,7 +429,7 @@ def propose_grouping(problem: Problem, options: SolveOptions, ii: int, work: Wor
     cost = staged * (ii + 1) + delay  # bytes weigh more than any delay, which weighs more than balance
     top = sum(p.handoff_bytes(e) for e in p.edges) * (ii + 1) + sum(p.cross_group_cost(e) for e in p.edges) + 1
     s.m.minimize(busiest * top + cost if balanced else cost * (ii + 1) + busiest)
-    sv = solver(work, PROPOSE.at_least, 1, RESTARTS)
+    sv = decision_solver(work, PROPOSE.at_least)
     if sv.solve(s.m) not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         return None
     return {op.name: int(sv.value(s.group_of[op.name])) for op in p.ops}

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 
 import networkx as nx
 from ortools.sat.python import cp_model
@@ -19,7 +20,7 @@ from twill.solver.assemble import Assignment
 from twill.solver.model import ScheduleModel
 
 __all__ = ["read", "from_schedule", "pinned", "hint", "hint_rescaled", "hint_moved", "hint_solution", "solution_of", "short_stage_bound", "first_use_labels",
-           "pressure_objective"]
+           "pressure_objective", "stages_first"]
 
 Value = Callable[[cp_model.IntVar], int]
 
@@ -89,6 +90,27 @@ def hint_moved(v: ScheduleModel, a: Assignment, ii: int) -> None:
     where a cold search at one II is heavy-tailed, this is a short repair."""
     hint(v, a, starts=False)
     hint_rescaled(v, a, ii)
+
+
+@contextmanager
+def stages_first(v: ScheduleModel) -> Iterator[None]:
+    """``v`` with a search strategy, taken off after: the ops' stages fixed first, in dependence order, each at
+    its least value. Why: a solve that follows it (CP-SAT's FIXED_SEARCH) tries the shallowest pipelines first,
+    where register lifetimes are short, while CP-SAT's own search wanders among deep stage assignments whose
+    lifetimes no register file holds: random-regs-16508's II 1650 under its known grouping, undecided after 10
+    units cold, is found in 0.00 this way; at a fixed II between the floor and the best schedule of the suite's
+    unproven rows it found schedules CP-SAT's search did not in 10 of 111 probes, in 0.02-0.70 units
+    (docs/benchmarks_notes.md, session 48)."""
+    g = nx.DiGraph()
+    names = [op.name for op in v.p.ops]
+    g.add_nodes_from(names)
+    g.add_edges_from((e.src, e.dst) for e in v.p.edges if e.distance == 0 and e.src != e.dst)
+    order = nx.lexicographical_topological_sort(g, key=names.index)
+    v.m.add_decision_strategy([v.stage[n] for n in order], cp_model.CHOOSE_FIRST, cp_model.SELECT_MIN_VALUE)
+    try:
+        yield
+    finally:
+        v.m.proto.search_strategy.clear()
 
 
 def solution_of(s: cp_model.CpSolver) -> list[int]:

@@ -59,7 +59,8 @@ from twill.solver.run import (
 from twill.solver.strategies import producer_consumer_split
 
 __all__ = ["Verdict", "Window", "Found", "Outcome", "Context", "Phase", "WINDOW_PHASES", "UNDECIDED_PHASES",
-           "refute_below", "complete", "memory_bound", "improve", "IMPROVE", "IMPROVE_GAP", "IMPROVE_OPS", "pull_to_floor"]
+           "refute_below", "complete", "memory_bound", "improve", "IMPROVE", "IMPROVE_GAP", "IMPROVE_OPS", "pull_to_floor",
+           "staged_descent", "STAGED_DESCENT"]
 
 FEASIBLE = (cp_model.OPTIMAL, cp_model.FEASIBLE)
 
@@ -592,6 +593,18 @@ SWEEP_II_LP = (2, 1)
 # session 26).
 BISECT_HINTED = 1.0
 BISECT_COLD_LP = 2
+# Before both, the shallow pipelines first (``hints.stages_first``, CP-SAT's fixed search): where it finds a schedule
+# on the suite's unproven rows it does so in 0.02-0.70 units (docs/benchmarks_notes.md, session 48).
+BISECT_STAGED = 0.5
+
+
+class Start(Enum):
+    """How one of a probe's solves starts: cold, from the best schedule moved to its II, or branching on the
+    stages first (``hints.stages_first``)."""
+
+    COLD = "cold"
+    MOVED = "moved"
+    STAGED = "staged"
 # Benders over groupings (``_groupings_probe``), for bodies of at most GROUPINGS_MAX_OPS ops: measured on the
 # suite's register-bound bodies of 12-25 ops, where a refuted II took 0-7 groupings; the grouping space grows
 # fast with the ops (docs/benchmarks_notes.md, "Benders over groupings in the bisection", issue 16)
@@ -807,12 +820,12 @@ def _bisect_probe(ctx: Context, ii: int, budget: Budget, until: float, cold: boo
     Where Benders over groupings applies (``_groupings_apply``), the first probe the cold solve leaves undecided
     gets it for at most ``GROUPINGS_PROBE`` units: if it decides that probe, it goes before the cold solve from then
     on; if not, it is not tried again (what it spends undecided the probes after it lack)."""
-    def steps() -> Iterator[tuple[bool, float, int, int]]:
-        for hinted, lp, most in _probe_plan(ctx, budget, cold):
+    def steps() -> Iterator[tuple[Start, float, int, int]]:
+        for start, lp, most in _probe_plan(ctx, budget, cold):
             units = min(most, until - ctx.work.spent, ctx.work.left())
             if units <= 0.01:
                 return
-            yield hinted, units, 0, lp
+            yield start, units, 0, lp
 
     benders = cold and _groupings_apply(ctx)
     if benders and ctx.groupings is True:
@@ -826,11 +839,11 @@ def _bisect_probe(ctx: Context, ii: int, budget: Budget, until: float, cold: boo
     return status, found
 
 
-def _probe_plan(ctx: Context, budget: Budget, cold: bool) -> list[tuple[bool, int, float]]:
-    """A probe's solves as (from the best schedule, LP level, most units): the repair where a schedule is known,
-    then the cold solve unless ``cold`` is False."""
-    return (([(True, 1, BISECT_HINTED)] if ctx.upper is not None else [])
-            + ([(False, BISECT_COLD_LP, budget.at_least)] if cold else []))
+def _probe_plan(ctx: Context, budget: Budget, cold: bool) -> list[tuple[Start, int, float]]:
+    """A probe's solves as (how it starts, LP level, most units): the shallow pipelines first (``STAGED``), the
+    repair where a schedule is known, then the cold solve unless ``cold`` is False."""
+    return ([(Start.STAGED, 1, BISECT_STAGED)] + ([(Start.MOVED, 1, BISECT_HINTED)] if ctx.upper is not None else [])
+            + ([(Start.COLD, BISECT_COLD_LP, budget.at_least)] if cold else []))
 
 
 def _groupings_apply(ctx: Context) -> bool:
@@ -865,26 +878,31 @@ def _one_worker(ctx: Context, lo: int, hi: int, budget: Budget, lp: tuple[int, .
     A restart whose seed ``hinted`` accepts starts from the best schedule known moved to lo, the others
     cold: a moved schedule speeds finding but can cost a refutation dearly (tmem-16004's II 547:
     undecided after 6 units hinted, refuted in under 1 cold; docs/benchmarks_notes.md, sessions 11 and 16)."""
-    plan = ((ctx.upper is not None and hinted(seed), units, seed, lp[seed % len(lp)])
+    plan = ((Start.MOVED if ctx.upper is not None and hinted(seed) else Start.COLD, units, seed, lp[seed % len(lp)])
             for units, seed in attempts(budget.attempt, min(until, ctx.work.until(budget.at_least)), ctx.work,
                                         growth=budget.growth))
     return _solve_in_turn(ctx, build_model(ctx.problem, ctx.options, lo, hi), lo, plan)
 
 
 def _solve_in_turn(ctx: Context, v: ScheduleModel, at: int,
-                   plan: Iterable[tuple[bool, float, int, int]]) -> tuple[int, Found | None]:
-    """``v`` solved on one worker once per step of ``plan`` (from the best schedule moved to ``at`` or cold, units,
-    seed, LP level) until a step decides it: (status, the schedule found or None)."""
+                   plan: Iterable[tuple[Start, float, int, int]]) -> tuple[int, Found | None]:
+    """``v`` solved on one worker once per step of ``plan`` (how it starts, units, seed, LP level) until a step
+    decides it: (status, the schedule found or None)."""
     status, has_hint = cp_model.UNKNOWN, False
-    for hinted, units, seed, lp in plan:
-        if hinted != has_hint:
-            if hinted:
+    for start, units, seed, lp in plan:
+        if (start is Start.MOVED) != has_hint:
+            if start is Start.MOVED:
                 hints.hint_moved(v, ctx.upper, at)
             else:
                 v.m.clear_hints()
-            has_hint = hinted
+            has_hint = start is Start.MOVED
         s = solver(ctx.work, units, 1, seed=seed, linearization=lp)
-        status = s.solve(v.m)
+        if start is Start.STAGED:
+            s.parameters.search_branching = cp_model.FIXED_SEARCH
+            with hints.stages_first(v):
+                status = s.solve(v.m)
+        else:
+            status = s.solve(v.m)
         if status in FEASIBLE:
             return status, Found(v, s)
         if status != cp_model.UNKNOWN:
@@ -1111,6 +1129,36 @@ def descent(ctx: Context, w: Window, budget: Budget) -> Outcome:
             failed = probe
             if status == cp_model.INFEASIBLE:  # a proof; on a monotone problem, of every II below too
                 ctx.refuted(probe, probe, f"the full model at II {probe} (descent)")
+    if found is None or found.ii > w.hi:
+        return Outcome(Verdict.UNDECIDED, w.lo)
+    return Outcome(Verdict.FOUND, w.lo, found)
+
+
+STAGED_DESCENT = Budget(share=0.0, at_least=3.0)  # the staged descent's whole budget: six probes that find nothing
+
+
+def staged_descent(ctx: Context, w: Window, budget: Budget) -> Outcome:
+    """Lower the best known schedule by halving between the window's floor and its II with the joint model at one
+    II solved on one worker for ``BISECT_STAGED`` units, branching on the stages first (``hints.stages_first``):
+    where it finds a schedule it does so at once, and a schedule gained before the windows caps them and starts
+    every later probe nearer the optimum. An undecided probe proves nothing; a refuted one (fixed search refutes
+    what propagation does) is a proof."""
+    if ctx.upper is None:
+        return Outcome(Verdict.UNDECIDED, w.lo)
+    until = ctx.work.until(budget.units(ctx.options.work))
+    found, failed, top = None, w.lo - 1, ctx.upper.ii
+    while failed + 1 < top and until - ctx.work.spent > 0.01 and ctx.work.left() > 0:
+        probe = (failed + top) // 2
+        units = min(BISECT_STAGED, until - ctx.work.spent)
+        status, at = _solve_in_turn(ctx, build_model(ctx.problem, ctx.options, probe, probe), probe,
+                                    [(Start.STAGED, units, 0, 1)])
+        if at is not None:
+            found, top, ctx.upper = at, probe, hints.read(at.model, at.solver.value, budgets=True)
+            ctx.report(f"  staged descent: a schedule at II {probe}")
+            continue
+        failed = probe
+        if status == cp_model.INFEASIBLE:
+            ctx.refuted(probe, probe, f"the full model at II {probe} (staged descent)")
     if found is None or found.ii > w.hi:
         return Outcome(Verdict.UNDECIDED, w.lo)
     return Outcome(Verdict.FOUND, w.lo, found)

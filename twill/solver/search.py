@@ -41,6 +41,7 @@ from twill.solver.phases import (
     IMPROVE,
     IMPROVE_GAP,
     IMPROVE_OPS,
+    STAGED_DESCENT,
     UNDECIDED_PHASES,
     WINDOW_PHASES,
     Context,
@@ -52,6 +53,7 @@ from twill.solver.phases import (
     improve,
     pull_to_floor,
     refute_below,
+    staged_descent,
 )
 from twill.solver.run import Budget, Progress, Work, solver
 from twill.solver.sequential import sequential_witness
@@ -334,6 +336,16 @@ def _construct(ctx: Context, lb: int, cap: int) -> Found | None:
     return None
 
 
+def _staged(ctx: Context, lb: int, cap: int) -> Found | None:
+    """The staged descent (``phases.staged_descent``) from the first schedule, before any window."""
+    if ctx.upper is None or cap < lb or ctx.work.left() <= 0 or ctx.options.swp_only:
+        return None
+    out = staged_descent(ctx, Window(lb, cap), STAGED_DESCENT)
+    if out.found is not None:
+        ctx.report(f"staged descent from the first schedule: II {out.found.ii}; the search looks below it")
+    return out.found
+
+
 def _descend(ctx: Context, lb: int, cap: int) -> Found | None:
     """The descent phase (``phases.descent``) from the first schedule, before any window."""
     if ctx.upper is None or cap < lb or ctx.work.left() <= 0:
@@ -384,18 +396,21 @@ def _improve(ctx: Context, lb: int, cap: int) -> Outcome | None:
 
 
 def _search_ii(ctx: Context, lb: int, cap: int) -> _IIResult:
-    """Decide windows of II from ``lb`` up to ``cap`` until one holds a schedule. Before them, on a large
-    body far from its floor, the improvement phase lowers the first schedule; else, after the first
-    window (the lower bound itself, often the optimum), the descent does. Either schedule then caps the
-    windows and is the answer should the budget run out before a proof."""
+    """Decide windows of II from ``lb`` up to ``cap`` until one holds a schedule. Before them the staged
+    descent lowers the first schedule, and on a large body far from its floor the improvement phase too; else,
+    after the first window (the lower bound itself, often the optimum), the descent does. Such a schedule then
+    caps the windows and is the answer should the budget run out before a proof."""
     lo, width, proven = lb, 0, None  # proven: the floor of the first window left undecided
-    best: Found | None = None  # the improved or the descent's schedule
     pulled = _pulled(ctx, lb, cap)
     if pulled is not None:
         return _result(ctx, pulled, lb)
+    best = staged = _staged(ctx, lb, cap)  # the staged, improved or descent's schedule
+    cap = cap if best is None else best.ii - 1
+    if best is not None and best.ii <= max(lb, ctx.refuted_below):
+        return _IIResult(best, True, best.ii)
     out = _improve(ctx, lb, cap)
     if out is not None:
-        lo, best = out.floor, out.found if out.found.ii <= cap else None
+        lo, best = out.floor, out.found if out.found.ii <= cap else best
         cap = cap if best is None else best.ii - 1
         if lo > cap:  # CP-SAT's bound met the schedule (or the first schedule): every II below it is refuted
             return _IIResult(best, True, lo) if best is not None else _IIResult(None, False, lo, exhausted=True)
@@ -405,12 +420,12 @@ def _search_ii(ctx: Context, lb: int, cap: int) -> _IIResult:
             break
         hi = min(cap, lo + width)
         ctx.report(f"II window [{lo}, {hi}]: searching")
-        first = best is None and width == 0  # the descent runs after this window
+        first = best is staged and width == 0  # the descent runs after this window
         out = _first_window(ctx, Window(lo, hi)) if first else _decide(ctx, Window(lo, hi))
         if out.verdict is Verdict.FOUND:
             return _result(ctx, out.found, out.floor if proven is None else proven)
         if first:
-            best = _descend(ctx, max(lo, out.floor), cap)
+            best = _descend(ctx, max(lo, out.floor), cap) or best
             cap = cap if best is None else best.ii - 1
         if out.verdict is Verdict.EMPTY:
             lo, width = hi + 1, max(8, 2 * width + 1, lo // 64)

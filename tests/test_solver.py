@@ -238,6 +238,38 @@ def test_the_memory_relaxation_decides_on_one_worker():
         assert ctx.work.spent - before < most
 
 
+def test_stages_first_finds_the_shallow_pipeline_cp_sat_misses():
+    """random-regs-16508 (12 ops, h100) at II 1650 under the constructive scheduler's grouping (loads | the rest):
+    CP-SAT's own search on one worker is undecided after 2 units, wandering among deep stage assignments whose
+    register lifetimes cannot fit; branching on the stages first, least first (``hints.stages_first``, fixed search)
+    finds a schedule within 0.1 units, which the validator accepts, and the strategy is taken off after
+    (docs/benchmarks_notes.md, session 48). Deterministic work, so the bounds are not timings."""
+    from dataclasses import replace
+
+    from ortools.sat.python import cp_model
+
+    from twill.arch.registry import get_arch
+    from twill.random_loops import random_body
+    from twill.solver import hints
+    from twill.solver.assemble import assemble
+    from twill.solver.model import build_model
+    from twill.solver.run import Work, solver
+
+    p = build_problem(random_body(16508, 12, profile="regs"), get_arch("h100"))
+    o = replace(SolveOptions(workers=1), fixed_groups=tuple((op.name, int(op.kind != "load")) for op in p.ops))
+    v = build_model(p, o, 1650, 1650)
+    assert solver(Work.starting_now(600.0, 2.0), 2.0, 1).solve(v.m) == cp_model.UNKNOWN
+    work = Work.starting_now(600.0, 1.0)
+    s = solver(work, 1.0, 1)
+    s.parameters.search_branching = cp_model.FIXED_SEARCH
+    with hints.stages_first(v):
+        assert s.solve(v.m) in (cp_model.OPTIMAL, cp_model.FEASIBLE)
+    assert work.spent < 0.1 and len(v.m.proto.search_strategy) == 0
+    a = hints.read(v, s.value, budgets=True)
+    sched = assemble(p, o, a, optimal=False, proven_lb=0, proof="", proven={}, seconds=0.0)
+    assert sched.ii == 1650 and validate(p, sched) == []
+
+
 def test_descent_repairs_a_schedule_moved_to_a_lower_ii():
     """The descent (design.md §3.1): from the heuristic's schedule, the full model at one lower
     II started from that schedule moved there finds a schedule, halving towards the floor."""

@@ -396,31 +396,33 @@ def _improve(ctx: Context, lb: int, cap: int) -> Outcome | None:
 
 
 def _search_ii(ctx: Context, lb: int, cap: int) -> _IIResult:
-    """Decide windows of II from ``lb`` up to ``cap`` until one holds a schedule. Before them the staged
-    descent lowers the first schedule, and on a large body far from its floor the improvement phase too; else,
-    after the first window (the lower bound itself, often the optimum), the descent does. Such a schedule then
-    caps the windows and is the answer should the budget run out before a proof."""
+    """Decide windows of II from ``lb`` up to ``cap`` until one holds a schedule. Before them, on a large
+    body far from its floor, the improvement phase lowers the first schedule, and then the staged descent; after
+    the first window (the lower bound itself, often the optimum), unless the improvement ran, the descent does.
+    Such a schedule then caps the windows and is the answer should the budget run out before a proof."""
     lo, width, proven = lb, 0, None  # proven: the floor of the first window left undecided
     pulled = _pulled(ctx, lb, cap)
     if pulled is not None:
         return _result(ctx, pulled, lb)
-    best = staged = _staged(ctx, lb, cap)  # the staged, improved or descent's schedule
-    cap = cap if best is None else best.ii - 1
-    if best is not None and best.ii <= max(lb, ctx.refuted_below):
-        return _IIResult(best, True, best.ii)
+    best: Found | None = None  # the improved, staged or descent's schedule
     out = _improve(ctx, lb, cap)
     if out is not None:
-        lo, best = out.floor, out.found if out.found.ii <= cap else best
+        lo, best = out.floor, out.found if out.found.ii <= cap else None
         cap = cap if best is None else best.ii - 1
         if lo > cap:  # CP-SAT's bound met the schedule (or the first schedule): every II below it is refuted
             return _IIResult(best, True, lo) if best is not None else _IIResult(None, False, lo, exhausted=True)
+    improved = best is not None
+    staged = _staged(ctx, lo, cap)
+    best, cap = (best, cap) if staged is None else (staged, staged.ii - 1)
+    if best is not None and best.ii <= max(lo, ctx.refuted_below):
+        return _IIResult(best, True, best.ii)
     while lo <= cap and ctx.work.left() > 0:
         lo = max(lo, ctx.refuted_below)  # on a monotone problem a refutation above the window refutes it
         if lo > cap:
             break
         hi = min(cap, lo + width)
         ctx.report(f"II window [{lo}, {hi}]: searching")
-        first = best is staged and width == 0  # the descent runs after this window
+        first = not improved and width == 0  # the descent runs after this window, unless the improvement ran
         out = _first_window(ctx, Window(lo, hi)) if first else _decide(ctx, Window(lo, hi))
         if out.verdict is Verdict.FOUND:
             return _result(ctx, out.found, out.floor if proven is None else proven)

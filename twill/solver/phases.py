@@ -1139,7 +1139,7 @@ def descent(ctx: Context, w: Window, budget: Budget) -> Outcome:
 
 
 STAGED_DESCENT = Budget(share=0.0, at_least=3.0)  # the staged descent's whole budget: six probes that find nothing
-STAGED_MISSES = 2  # the staged descent stops after this many probes in a row without a schedule
+STAGED_MISSES = 1  # the staged descent stops at its first probe without a schedule
 
 
 def staged_descent(ctx: Context, w: Window, budget: Budget) -> Outcome:
@@ -1147,9 +1147,10 @@ def staged_descent(ctx: Context, w: Window, budget: Budget) -> Outcome:
     II solved on one worker for ``BISECT_STAGED`` units, branching on the stages first (``hints.stages_first``):
     where it finds a schedule it does so at once, and a schedule gained before the windows caps them and starts
     every later probe nearer the optimum. An undecided probe proves nothing; a refuted one (fixed search refutes
-    what propagation does) is a proof. It stops after ``STAGED_MISSES`` probes in a row without a schedule: where
-    it finds nothing it found nothing from the first probes on (random-regs-16009: its 3 units cost the bisection
-    71 cycles of floor), and after a run of finds two misses mean the schedule sits near what it can reach."""
+    what propagation does) is a proof. It stops at its first probe without a schedule (``STAGED_MISSES``): what it
+    spends undecided the bisection's refutations lack, and on rows whose proofs come at the budget's edge one unit
+    decided them (random-recurrence-16512: 613 optimal, and 623 >= 600 after two misses; fresh one-tile FA h100 at
+    head_dim 64: floor 1651, and 1612)."""
     if ctx.upper is None:
         return Outcome(Verdict.UNDECIDED, w.lo)
     until = ctx.work.until(budget.units(ctx.options.work))

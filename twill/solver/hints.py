@@ -98,9 +98,9 @@ def stages_first(v: ScheduleModel) -> Iterator[None]:
     its least value. Why: a solve that follows it (CP-SAT's FIXED_SEARCH) tries the shallowest pipelines first,
     where register lifetimes are short, while CP-SAT's own search wanders among deep stage assignments whose
     lifetimes no register file holds: random-regs-16508's II 1650 under its known grouping, undecided after 10
-    units cold, is found in 0.00 this way; at a fixed II between the floor and the best schedule of the suite's
-    unproven rows it found schedules CP-SAT's search did not in 10 of 111 probes, in 0.02-0.70 units
-    (docs/benchmarks_notes.md, session 48)."""
+    units cold, is found in 0.00 this way; at fixed IIs under the best schedules of the suite's unproven rows it
+    found schedules CP-SAT's search did not in 11 of 48 probes, in 0.02-0.70 units (``bench/staged_probe.py``,
+    docs/benchmarks_notes.md, session 48)."""
     g = nx.DiGraph()
     names = [op.name for op in v.p.ops]
     g.add_nodes_from(names)

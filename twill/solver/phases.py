@@ -1139,7 +1139,7 @@ def descent(ctx: Context, w: Window, budget: Budget) -> Outcome:
 
 
 STAGED_DESCENT = Budget(share=0.0, at_least=3.0)  # the staged descent's whole budget: six probes that find nothing
-STAGED_MISSES = 1  # the staged descent stops at its first probe without a schedule
+STAGED_MISSES = (1, 2)  # the staged descent stops at its first probe without a schedule, or its second after a find
 
 
 def staged_descent(ctx: Context, w: Window, budget: Budget) -> Outcome:
@@ -1147,15 +1147,17 @@ def staged_descent(ctx: Context, w: Window, budget: Budget) -> Outcome:
     II solved on one worker for ``BISECT_STAGED`` units, branching on the stages first (``hints.stages_first``):
     where it finds a schedule it does so at once, and a schedule gained before the windows caps them and starts
     every later probe nearer the optimum. An undecided probe proves nothing; a refuted one (fixed search refutes
-    what propagation does) is a proof. It stops at its first probe without a schedule (``STAGED_MISSES``): what it
-    spends undecided the bisection's refutations lack, and on rows whose proofs come at the budget's edge one unit
-    decided them (random-recurrence-16512: 613 optimal, and 623 >= 600 after two misses; fresh one-tile FA h100 at
-    head_dim 64: floor 1651, and 1612)."""
+    what propagation does) is a proof. It stops at its first probe without a schedule, or, once it has found one,
+    at its second in a row (``STAGED_MISSES``): what it spends undecided the bisection's refutations lack, and on rows
+    whose proofs come at the budget's edge one unit decided them (random-recurrence-16512, where it finds nothing:
+    613 optimal, and 623 >= 600 after two misses; fresh one-tile FA h100 at head_dim 64: floor 1651, and 1612),
+    while where it finds, a miss after a run of finds is often a probe just too low (one-tile FA b200: 1785 with
+    two misses, 1798 with one)."""
     if ctx.upper is None:
         return Outcome(Verdict.UNDECIDED, w.lo)
     until = ctx.work.until(budget.units(ctx.options.work))
     found, failed, top, misses = None, w.lo - 1, ctx.upper.ii, 0
-    while failed + 1 < top and until - ctx.work.spent > 0.01 and ctx.work.left() > 0 and misses < STAGED_MISSES:
+    while failed + 1 < top and until - ctx.work.spent > 0.01 and ctx.work.left() > 0 and misses < STAGED_MISSES[found is not None]:
         probe = (failed + top) // 2
         units = min(BISECT_STAGED, until - ctx.work.spent)
         status, at = _solve_in_turn(ctx, build_model(ctx.problem, ctx.options, probe, probe), probe,
@@ -1165,7 +1167,7 @@ def staged_descent(ctx: Context, w: Window, budget: Budget) -> Outcome:
             ctx.staged = True
             ctx.report(f"  staged descent: a schedule at II {probe}")
             continue
-        failed, misses = probe, misses + 1
+        failed, misses = probe, misses + 1  # a find resets the count
         if status == cp_model.INFEASIBLE:
             ctx.refuted(probe, probe, f"the full model at II {probe} (staged descent)")
     if found is None or found.ii > w.hi:

@@ -95,7 +95,8 @@ def test_a_bisection_probe_shares_the_work_left_over_the_probes_its_gap_needs():
 
 def test_a_bisection_probe_repairs_the_best_schedule_then_refutes_cold_in_one_solve(monkeypatch):
     """A probe is the best schedule's repair (LP level 1, at most BISECT_HINTED units), then one cold solve at
-    LP level 2 with the probe's whole budget; without a schedule only the cold solve; ``cold=False`` the repair."""
+    LP level 2 with the probe's whole budget; without a schedule only the cold solve; ``cold=False`` the repair;
+    where the staged descent found a schedule, a stages-first solve (BISECT_STAGED units) before both."""
     from twill.solver import hints, phases
     from twill.solver.run import Work
 
@@ -109,8 +110,12 @@ def test_a_bisection_probe_repairs_the_best_schedule_then_refutes_cold_in_one_so
     ctx.upper = best
     phases._bisect_probe(ctx, 12, phases.BISECT_II, until)
     phases._bisect_probe(ctx, 12, phases.BISECT_II, until, cold=False)
-    cold = (False, phases.BISECT_II.at_least, 0, phases.BISECT_COLD_LP)
-    assert plans == [[cold], [(True, phases.BISECT_HINTED, 0, 1), cold], [(True, phases.BISECT_HINTED, 0, 1)]]
+    cold = (phases.Start.COLD, phases.BISECT_II.at_least, 0, phases.BISECT_COLD_LP)
+    moved = (phases.Start.MOVED, phases.BISECT_HINTED, 0, 1)
+    assert plans == [[cold], [moved, cold], [moved]]
+    ctx.staged = True  # the staged descent found a schedule: each probe tries the stages first
+    phases._bisect_probe(ctx, 12, phases.BISECT_II, until)
+    assert plans[-1] == [(phases.Start.STAGED, phases.BISECT_STAGED, 0, 1), moved, cold]
 
 
 def test_with_two_workers_the_bisection_probes_in_pairs():

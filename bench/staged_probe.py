@@ -38,11 +38,8 @@ def probe(p, ii: int, units: float, staged: bool) -> tuple[int, float]:
     v = build_model(p, SolveOptions(workers=1), ii, ii)
     work = Work.starting_now(3600, units)
     s = solver(work, units, 1)
-    if staged:
-        s.parameters.search_branching = cp_model.FIXED_SEARCH
-        with hints.stages_first(v):
-            return s.solve(v.m), work.spent
-    return s.solve(v.m), work.spent
+    status = hints.solve_stages_first(s, v) if staged else s.solve(v.m)
+    return status, work.spent
 
 
 def main(argv: list[str] | None = None) -> int:

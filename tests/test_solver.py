@@ -261,9 +261,7 @@ def test_stages_first_finds_the_shallow_pipeline_cp_sat_misses():
     assert solver(Work.starting_now(600.0, 2.0), 2.0, 1).solve(v.m) == cp_model.UNKNOWN
     work = Work.starting_now(600.0, 1.0)
     s = solver(work, 1.0, 1)
-    s.parameters.search_branching = cp_model.FIXED_SEARCH
-    with hints.stages_first(v):
-        assert s.solve(v.m) in (cp_model.OPTIMAL, cp_model.FEASIBLE)
+    assert hints.solve_stages_first(s, v) in (cp_model.OPTIMAL, cp_model.FEASIBLE)
     assert work.spent < 0.1 and len(v.m.proto.search_strategy) == 0
     a = hints.read(v, s.value, budgets=True)
     sched = assemble(p, o, a, optimal=False, proven_lb=0, proof="", proven={}, seconds=0.0)

@@ -20,7 +20,7 @@ from twill.solver.assemble import Assignment
 from twill.solver.model import ScheduleModel
 
 __all__ = ["read", "from_schedule", "pinned", "hint", "hint_rescaled", "hint_moved", "hint_solution", "solution_of", "short_stage_bound", "first_use_labels",
-           "pressure_objective", "stages_first"]
+           "pressure_objective", "stages_first", "solve_stages_first"]
 
 Value = Callable[[cp_model.IntVar], int]
 
@@ -111,6 +111,14 @@ def stages_first(v: ScheduleModel) -> Iterator[None]:
         yield
     finally:
         v.m.proto.search_strategy.clear()
+
+
+def solve_stages_first(s: cp_model.CpSolver, v: ScheduleModel) -> int:
+    """``s``'s status on ``v`` under CP-SAT's fixed search, the stages first (``stages_first``): the staged finder's
+    one solve, wherever it runs (the staged descent, a bisection probe, bench/staged_probe.py)."""
+    s.parameters.search_branching = cp_model.FIXED_SEARCH
+    with stages_first(v):
+        return s.solve(v.m)
 
 
 def solution_of(s: cp_model.CpSolver) -> list[int]:

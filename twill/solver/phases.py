@@ -65,6 +65,15 @@ __all__ = ["Verdict", "Window", "Found", "Outcome", "Context", "Phase", "WINDOW_
 FEASIBLE = (cp_model.OPTIMAL, cp_model.FEASIBLE)
 
 
+class Start(Enum):
+    """How one of a probe's solves starts: cold, from the best schedule moved to its II, or branching on the
+    stages first (``hints.stages_first``)."""
+
+    COLD = "cold"
+    MOVED = "moved"
+    STAGED = "staged"
+
+
 class Verdict(Enum):
     EMPTY = "empty"  # every II of the window is refuted
     FOUND = "found"  # a schedule of the full problem
@@ -597,15 +606,6 @@ BISECT_COLD_LP = 2
 # Before both, the shallow pipelines first (``hints.stages_first``, CP-SAT's fixed search): where it finds a schedule
 # on the suite's unproven rows it does so in 0.02-0.70 units (docs/benchmarks_notes.md, session 48).
 BISECT_STAGED = 0.5
-
-
-class Start(Enum):
-    """How one of a probe's solves starts: cold, from the best schedule moved to its II, or branching on the
-    stages first (``hints.stages_first``)."""
-
-    COLD = "cold"
-    MOVED = "moved"
-    STAGED = "staged"
 # Benders over groupings (``_groupings_probe``), for bodies of at most GROUPINGS_MAX_OPS ops: measured on the
 # suite's register-bound bodies of 12-25 ops, where a refuted II took 0-7 groupings; the grouping space grows
 # fast with the ops (docs/benchmarks_notes.md, "Benders over groupings in the bisection", issue 16)
@@ -901,12 +901,7 @@ def _solve_in_turn(ctx: Context, v: ScheduleModel, at: int,
                 v.m.clear_hints()
             has_hint = start is Start.MOVED
         s = solver(ctx.work, units, 1, seed=seed, linearization=lp)
-        if start is Start.STAGED:
-            s.parameters.search_branching = cp_model.FIXED_SEARCH
-            with hints.stages_first(v):
-                status = s.solve(v.m)
-        else:
-            status = s.solve(v.m)
+        status = hints.solve_stages_first(s, v) if start is Start.STAGED else s.solve(v.m)
         if status in FEASIBLE:
             return status, Found(v, s)
         if status != cp_model.UNKNOWN:

@@ -337,7 +337,8 @@ def _construct(ctx: Context, lb: int, cap: int) -> Found | None:
 
 
 def _staged(ctx: Context, lb: int, cap: int) -> Found | None:
-    """The staged descent (``phases.staged_descent``) from the first schedule, before any window."""
+    """The staged descent (``phases.staged_descent``) from the best schedule so far (the first, or the
+    improvement's), before any window."""
     if ctx.upper is None or cap < lb or ctx.work.left() <= 0 or ctx.options.swp_only:
         return None
     out = staged_descent(ctx, Window(lb, cap), STAGED_DESCENT)

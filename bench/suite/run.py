@@ -23,7 +23,8 @@ import platform
 import subprocess
 import sys
 import time
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor, as_completed
+from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 from typing import Any
 
@@ -77,12 +78,7 @@ def static_bound(problem: Problem) -> tuple[int | None, str]:
 def solve_case(case: dict[str, Any], time_limit: float, workers: int, work_limit: float | None = None) -> dict[str, Any]:
     """Solve one case and describe the outcome; never raises (a failure is a row)."""
     problem = build_case(case)
-    bound, binding = static_bound(problem)
-    row: dict[str, Any] = {
-        "id": case["id"], "source": describe(case), "arch": case["arch"], "ops": len(problem.ops),
-        "edges": len(problem.edges), "sha256": case["sha256"], "static_bound": bound, "static_binding": binding,
-        "time_limit": time_limit, "workers": workers, "work_limit": work_limit, "date": dt.date.today().isoformat(),
-    }
+    row = row_head(case, problem, time_limit, workers, work_limit)
     start = time.monotonic()
     try:
         sched = solve(problem, SolveOptions(time_limit=time_limit, workers=workers, work_limit=work_limit))
@@ -101,6 +97,17 @@ def solve_case(case: dict[str, Any], time_limit: float, workers: int, work_limit
         "solve_seconds": sched.solve_seconds, "total_seconds": total,
         "valid": not violations, "violations": violations[:3], "error": "",
         "work": sched.work, "cut": "wall-clock cap" in sched.proof,  # cut: the answer depends on the load
+    }
+
+
+def row_head(case: dict[str, Any], problem: Problem, time_limit: float, workers: int,
+             work_limit: float | None) -> dict[str, Any]:
+    """What a row says about its case and run before the solve: the body's size and its static bound."""
+    bound, binding = static_bound(problem)
+    return {
+        "id": case["id"], "source": describe(case), "arch": case["arch"], "ops": len(problem.ops),
+        "edges": len(problem.edges), "sha256": case["sha256"], "static_bound": bound, "static_binding": binding,
+        "time_limit": time_limit, "workers": workers, "work_limit": work_limit, "date": dt.date.today().isoformat(),
     }
 
 
@@ -167,15 +174,25 @@ def run_half(half: str, time_limit: float, workers: int, only: set[str], jobs: i
 
 
 def _solved(todo: list[dict[str, Any]], time_limit: float, workers: int, jobs: int, work_limit: float | None):
-    """Rows in the order they finish; ``jobs`` cases at once in separate processes."""
-    if jobs <= 1:
-        for case in todo:
-            yield solve_case(case, time_limit, workers, work_limit)
-        return
-    with ProcessPoolExecutor(max_workers=jobs) as pool:
-        futures = [pool.submit(solve_case, case, time_limit, workers, work_limit) for case in todo]
+    """Rows in the order they finish; ``jobs`` cases at once, each in a process of its own."""
+    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+        futures = [pool.submit(isolated, case, time_limit, workers, work_limit) for case in todo]
         for future in as_completed(futures):
             yield future.result()
+
+
+def isolated(case: dict[str, Any], time_limit: float, workers: int, work_limit: float | None) -> dict[str, Any]:
+    """``solve_case`` in a child process: a solver that aborts the process (CP-SAT 9.15's heap corruption under
+    interleaved search with hints, google/or-tools#5048: "corrupted size vs. prev_size" ended a suite half in
+    session 49) is an error row of its case, not the end of the run."""
+    start = time.monotonic()
+    with ProcessPoolExecutor(max_workers=1) as pool:
+        try:
+            return pool.submit(solve_case, case, time_limit, workers, work_limit).result()
+        except BrokenProcessPool:
+            row = row_head(case, build_case(case), time_limit, workers, work_limit)
+            return {**row, **_failure("error", "the solver process died (an abort or a signal)",
+                                      time.monotonic() - start, None)}
 
 
 def rewrite_page() -> None:

@@ -4,6 +4,8 @@ highest one refuted."""
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 from ortools.sat.python import cp_model
 
@@ -215,3 +217,37 @@ def test_the_probe_one_under_the_best_schedule_proves_it_optimal(monkeypatch):
     sched = solve(p, SolveOptions(workers=2, work_limit=30, time_limit=600))
     assert (sched.ii, sched.status) == (727, "optimal") and validate(p, sched) == []
     assert any(c[:2] == (726, 727) and c[2] >= phases.BISECT_CLOSE_II.at_least and c[3] for c in calls)
+
+
+def test_the_staged_descent_halves_and_stops_at_one_miss_before_a_find_two_after(monkeypatch):
+    """The staged descent halves between its highest miss (at first the floor) and the lowest schedule; it stops at
+    its first probe without a schedule, or at its second in a row once it has found one (``STAGED_MISSES``,
+    docs/design.md §3.1). From a schedule at 1000 over the floor 800 with schedules only at 899 and below 860: 899
+    finds, 849 finds, 824 and 836 miss; with none at all: one probe, 899."""
+    from twill.solver import hints, phases
+    from twill.solver.run import Work
+
+    p = _tiny(SWITCHING[3])
+    probes: list[int] = []
+
+    def run(finds) -> phases.Outcome:
+        ctx = phases.Context(p, SolveOptions(workers=1), Work.starting_now(60, 100))
+        ctx.upper = SimpleNamespace(ii=1000)
+        probes.clear()
+
+        def solve_in_turn(ctx, v, at, plan):
+            probes.append(at)
+            assert [step[0] for step in plan] == [phases.Start.STAGED]
+            found = SimpleNamespace(ii=at, model=None, solver=SimpleNamespace(value=None))
+            return (cp_model.FEASIBLE, found) if finds(at) else (cp_model.UNKNOWN, None)
+
+        monkeypatch.setattr(phases, "_solve_in_turn", solve_in_turn)
+        monkeypatch.setattr(hints, "read", lambda *a, **k: SimpleNamespace(ii=probes[-1]))
+        return phases.staged_descent(ctx, phases.Window(800, 999), phases.STAGED_DESCENT)
+
+    monkeypatch.setattr(phases, "build_model", lambda *a: None)
+    out = run(lambda ii: ii == 899 or 837 <= ii < 860)
+    assert probes == [899, 849, 824, 836]
+    assert out.verdict is phases.Verdict.FOUND and out.found.ii == 849
+    out = run(lambda ii: False)
+    assert probes == [899] and out.verdict is phases.Verdict.UNDECIDED

@@ -268,31 +268,6 @@ def test_stages_first_finds_the_shallow_pipeline_cp_sat_misses():
     assert sched.ii == 1650 and validate(p, sched) == []
 
 
-def test_staged_ascent_lifts_a_recurrence_floor_cp_sat_leaves_undecided():
-    """random-recurrence-16514 (44 ops, h100; suite floor 2397 from the pure modulo relaxation): at II 2421 CP-SAT's
-    own search on one worker is undecided after 1 unit, while branching on the stages first refutes it at once; the
-    staged ascent from 2397 refutes 2397, 2421 and 2446 (1% steps) and stops at 2471, which it cannot refute, with
-    every II below 2447 refuted on this monotone problem (docs/benchmarks_notes.md, session 49). Deterministic work,
-    so the bounds are not timings."""
-    from ortools.sat.python import cp_model
-
-    from twill.arch.registry import get_arch
-    from twill.random_loops import random_body
-    from twill.solver.model import build_model
-    from twill.solver.phases import STAGED_ASCENT, Verdict, Window, staged_ascent
-    from twill.solver.run import Work, solver
-
-    p = build_problem(random_body(16514, 44, profile="recurrence"), get_arch("h100"))
-    assert solver(Work.starting_now(600.0, 1.0), 1.0, 1).solve(build_model(p, SolveOptions(workers=1), 2421, 2421).m) \
-        == cp_model.UNKNOWN
-    ctx = _context(p, units=30.0)
-    assert ctx.monotone
-    out = staged_ascent(ctx, Window(2397, 2600), STAGED_ASCENT)
-    assert out.verdict is Verdict.UNDECIDED and out.floor == 2447 and ctx.refuted_below == 2447
-    assert [r[:2] for r in ctx.refutations] == [(2397, 2397), (2421, 2421), (2446, 2446)]
-    assert ctx.work.spent < 1.2
-
-
 def test_descent_repairs_a_schedule_moved_to_a_lower_ii():
     """The descent (design.md §3.1): from the heuristic's schedule, the full model at one lower
     II started from that schedule moved there finds a schedule, halving towards the floor."""
@@ -507,7 +482,6 @@ def test_first_window_leaves_the_descent_its_reserve(monkeypatch):
     monkeypatch.setattr(search, "_descend", descend)
     monkeypatch.setattr(search, "_probe_above", lambda ctx, floor, hi, cap: None)
     monkeypatch.setattr(search, "_staged", lambda ctx, lb, cap: None)  # a staged descent that finds nothing at once
-    monkeypatch.setattr(search, "_ascend", lambda ctx, lb, cap: None)  # and a staged ascent that refutes nothing
     ctx = _context(problem("fa_fwd", "h100"), units=30.0)
     ctx.upper = object()  # a first schedule in hand: the descent will run (a 15-op body: no improvement phase)
     search._search_ii(ctx, 2048, 4000)

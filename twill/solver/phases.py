@@ -60,7 +60,7 @@ from twill.solver.strategies import producer_consumer_split
 
 __all__ = ["Verdict", "Window", "Found", "Outcome", "Context", "Phase", "WINDOW_PHASES", "UNDECIDED_PHASES",
            "refute_below", "complete", "memory_bound", "improve", "IMPROVE", "IMPROVE_GAP", "IMPROVE_OPS", "pull_to_floor",
-           "staged_descent", "STAGED_DESCENT", "staged_ascent", "STAGED_ASCENT"]
+           "staged_descent", "STAGED_DESCENT"]
 
 FEASIBLE = (cp_model.OPTIMAL, cp_model.FEASIBLE)
 
@@ -1134,26 +1134,26 @@ def descent(ctx: Context, w: Window, budget: Budget) -> Outcome:
 
 
 STAGED_DESCENT = Budget(share=0.0, at_least=3.0)  # the staged descent's whole budget: six probes that find nothing
-STAGED_MISSES = 2  # the staged descent stops at its second probe in a row without a schedule: midway, then 2% under
+STAGED_MISSES = (1, 2)  # the staged descent stops at its first probe without a schedule, or its second after a find
 
 
 def staged_descent(ctx: Context, w: Window, budget: Budget) -> Outcome:
-    """Lower the best known schedule with the joint model at one II solved on one worker for ``BISECT_STAGED``
-    units, branching on the stages first (``hints.stages_first``): where it finds a schedule it does so at once, and
-    a schedule gained before the windows caps them and starts every later probe nearer the optimum. Each round
-    probes midway between the highest miss (at first the window's floor) and the lowest schedule, and after a miss
-    ``CLOSE`` under that schedule; a find starts the next round, two misses in a row end it (``STAGED_MISSES``).
-    Both probes find where the other does not: from its improvement's 713 random-tmem-16005 descends midway to
-    665, 641 and 629, and fresh random-tmem-16505 from 1159 to 963, where 2% under misses (1061 at the end); from
-    the suite's unproven schedules 2% under found on 7 of 32 rows (one-tile FA b200 at head_dim 64, 128 and 256
-    among them) and midway on none (docs/benchmarks_notes.md, session 49). An undecided probe proves nothing; a
-    refuted one (fixed search refutes what propagation does) is a proof."""
+    """Lower the best known schedule by halving between the window's floor and its II with the joint model at one
+    II solved on one worker for ``BISECT_STAGED`` units, branching on the stages first (``hints.stages_first``):
+    where it finds a schedule it does so at once, and a schedule gained before the windows caps them and starts
+    every later probe nearer the optimum. An undecided probe proves nothing; a refuted one (fixed search refutes
+    what propagation does) is a proof. It stops at its first probe without a schedule, or, once it has found one,
+    at its second in a row (``STAGED_MISSES``): what it spends undecided the bisection's refutations lack, and on rows
+    whose proofs come at the budget's edge one unit decided them (random-recurrence-16512, where it finds nothing:
+    613 optimal, and 623 >= 600 after two misses; fresh one-tile FA h100 at head_dim 64: floor 1651, and 1612),
+    while where it finds, a miss after a run of finds is often a probe just too low (one-tile FA b200: 1785 with
+    two misses, 1798 with one)."""
     if ctx.upper is None:
         return Outcome(Verdict.UNDECIDED, w.lo)
     until = ctx.work.until(budget.units(ctx.options.work))
     found, failed, top, misses = None, w.lo - 1, ctx.upper.ii, 0
-    while failed + 1 < top and until - ctx.work.spent > 0.01 and ctx.work.left() > 0 and misses < STAGED_MISSES:
-        probe = min(top - 1, max(failed + 1, math.ceil(top / CLOSE))) if misses else (failed + top) // 2
+    while failed + 1 < top and until - ctx.work.spent > 0.01 and ctx.work.left() > 0 and misses < STAGED_MISSES[found is not None]:
+        probe = (failed + top) // 2
         units = min(BISECT_STAGED, until - ctx.work.spent)
         status, at = _solve_in_turn(ctx, build_model(ctx.problem, ctx.options, probe, probe), probe,
                                     [(Start.STAGED, units, 0, 1)])
@@ -1168,40 +1168,6 @@ def staged_descent(ctx: Context, w: Window, budget: Budget) -> Outcome:
     if found is None or found.ii > w.hi:
         return Outcome(Verdict.UNDECIDED, w.lo)
     return Outcome(Verdict.FOUND, w.lo, found)
-
-
-STAGED_ASCENT = Budget(share=0.0, at_least=2.0)  # the staged ascent's whole budget
-STAGED_REFUTE = 0.3  # one probe of it: its refutations on the suite took 0.00-0.25 units
-STAGED_STEP = 1.01  # the ascent's step: 1% above the last refuted II
-
-
-def staged_ascent(ctx: Context, w: Window, budget: Budget) -> Outcome:
-    """Lift the floor on a monotone problem with the staged finder as a refuter: the joint model at the floor,
-    solved on one worker for ``STAGED_REFUTE`` units branching on the stages first, then 1% above each refuted
-    II until a probe is not refuted. Fixed search with propagation is complete, and on recurrence-bound bodies it
-    refutes IIs that CP-SAT's own search leaves undecided: fresh random-recurrence-16514 at 2397, 2421 and 2446 in
-    0.25 units each, cold undecided at 2465 after 2 units; tuned random-recurrence-16015 at 2733, 2761 and 2789 in
-    0.00-0.18 (docs/benchmarks_notes.md, session 49). Each refutation refutes every II below it (§3.1e). On
-    bodies where it refutes nothing its one probe costs ``STAGED_REFUTE``. A schedule found is FOUND above the
-    highest refuted II."""
-    if not ctx.monotone:
-        return Outcome(Verdict.UNDECIDED, w.lo)
-    until = ctx.work.until(budget.units(ctx.options.work))
-    lo, probe = w.lo, w.lo
-    while probe <= w.hi and until - ctx.work.spent > 0.01 and ctx.work.left() > 0:
-        units = min(STAGED_REFUTE, until - ctx.work.spent)
-        status, at = _solve_in_turn(ctx, build_model(ctx.problem, ctx.options, probe, probe), probe,
-                                    [(Start.STAGED, units, 0, 1)])
-        if at is not None:
-            ctx.upper = hints.read(at.model, at.solver.value, budgets=True)
-            return Outcome(Verdict.FOUND, lo, at)
-        if status != cp_model.INFEASIBLE:
-            break
-        ctx.refuted(probe, probe, f"the full model at II {probe} (stages first)")
-        lo, probe = probe + 1, max(probe + 1, math.ceil(probe * STAGED_STEP))
-    if lo > w.lo:
-        ctx.report(f"  staged ascent: every II below {lo} refuted")
-    return Outcome(Verdict.UNDECIDED, lo)
 
 
 def _groups_free(ctx: Context) -> bool:

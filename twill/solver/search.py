@@ -41,7 +41,6 @@ from twill.solver.phases import (
     IMPROVE,
     IMPROVE_GAP,
     IMPROVE_OPS,
-    STAGED_ASCENT,
     STAGED_DESCENT,
     UNDECIDED_PHASES,
     WINDOW_PHASES,
@@ -54,7 +53,6 @@ from twill.solver.phases import (
     improve,
     pull_to_floor,
     refute_below,
-    staged_ascent,
     staged_descent,
 )
 from twill.solver.run import Budget, Progress, Work, solver
@@ -349,14 +347,6 @@ def _staged(ctx: Context, lb: int, cap: int) -> Found | None:
     return out.found
 
 
-def _ascend(ctx: Context, lb: int, cap: int) -> Outcome | None:
-    """The staged ascent (``phases.staged_ascent``) from the floor, after the staged descent and before any
-    window: the floor it proves starts the first window."""
-    if cap < lb or ctx.work.left() <= 0 or ctx.options.swp_only:
-        return None
-    return staged_ascent(ctx, Window(lb, cap), STAGED_ASCENT)
-
-
 def _descend(ctx: Context, lb: int, cap: int) -> Found | None:
     """The descent phase (``phases.descent``) from the first schedule, before any window."""
     if ctx.upper is None or cap < lb or ctx.work.left() <= 0:
@@ -408,8 +398,7 @@ def _improve(ctx: Context, lb: int, cap: int) -> Outcome | None:
 
 def _search_ii(ctx: Context, lb: int, cap: int) -> _IIResult:
     """Decide windows of II from ``lb`` up to ``cap`` until one holds a schedule. Before them, on a large
-    body far from its floor, the improvement phase lowers the first schedule, then the staged descent lowers it
-    and the staged ascent lifts the floor; after
+    body far from its floor, the improvement phase lowers the first schedule, and then the staged descent; after
     the first window (the lower bound itself, often the optimum), unless the improvement ran, the descent does.
     Such a schedule then caps the windows and is the answer should the budget run out before a proof."""
     lo, width, proven = lb, 0, None  # proven: the floor of the first window left undecided
@@ -426,10 +415,6 @@ def _search_ii(ctx: Context, lb: int, cap: int) -> _IIResult:
     improved = best is not None
     staged = _staged(ctx, lo, cap)
     best, cap = (best, cap) if staged is None else (staged, staged.ii - 1)
-    ascent = _ascend(ctx, lo, cap)
-    if ascent is not None:
-        lo = ascent.floor
-        best, cap = (best, cap) if ascent.found is None else (ascent.found, ascent.found.ii - 1)
     if best is not None and best.ii <= max(lo, ctx.refuted_below):
         return _IIResult(best, True, best.ii)
     while lo <= cap and ctx.work.left() > 0:

@@ -63,6 +63,19 @@ def build_case(case: dict[str, Any]) -> Problem:
     return build_problem(build_body(case), get_arch(case["arch"]))
 
 
+CODE_GLOBS = ("twill/**/*.py", "archs/*.toml")  # what decides a case's answer, beside its body and CP-SAT's version
+
+
+def code_version(root: Path = ROOT) -> str:
+    """A short SHA-256 of the solver's code and arch files: rows with equal versions were solved by the same code,
+    so a table mixing versions says so (docs/benchmarks.md). Contents only, with paths relative to ``root``: the
+    same tree hashes alike in any clone or worktree, and a change to a comment counts (it cannot be told apart)."""
+    h = hashlib.sha256()
+    for path in sorted({f for pattern in CODE_GLOBS for f in root.glob(pattern)}):
+        h.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
+    return h.hexdigest()[:12]
+
+
 def body_hash(body: LoopBody) -> str:
     """SHA-256 of the body's canonical JSON: equal bodies, equal hashes, on every machine."""
     text = json.dumps(body_document(body), sort_keys=True, separators=(",", ":"))

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from suite.cases import HALVES, read_manifest
+from suite.cases import HALVES, code_version, read_manifest
 from suite.run import load_results
 
 FIRST_WITHIN = 5.0  # seconds: the issue's bar for the first schedule
@@ -34,12 +34,13 @@ class Summary:
     largest_gap: float | None
     settings: str
     dates: str
+    code: str  # which code solved the rows (``code_versions``)
 
     def cells(self) -> list[str]:
         first = f"{self.first_fast}/{self.first_known}" if self.first_known else "—"
         pct = f"{self.optimal}/{self.cases} ({100 * self.optimal / self.cases:.0f}%)" if self.cases else "-"
         return [self.half, str(self.cases), str(self.measured), f"{self.valid}/{self.cases}", first, pct,
-                _pct(self.median_gap), _pct(self.largest_gap), self.settings, self.dates]
+                _pct(self.median_gap), _pct(self.largest_gap), self.settings, self.dates, self.code]
 
 
 def _pct(value: float | None) -> str:
@@ -60,6 +61,18 @@ def rows_in_order(half: str) -> list[tuple[dict[str, Any], dict[str, Any] | None
     return out
 
 
+def code_versions(rows: list[dict[str, Any]], current: str) -> str:
+    """The code behind the rows, as a table cell: its version where one version solved them all (marked "this
+    checkout's" when it is), else how many versions and how many rows the checkout's own code gave. Rows stored
+    before versions were recorded count as one unknown version."""
+    versions = {r.get("code") for r in rows}
+    here = sum(r.get("code") == current for r in rows)
+    if len(versions) == 1:
+        (only,) = versions
+        return "unrecorded" if only is None else f"{only}" + (" (this checkout's)" if only == current else "")
+    return f"{len(versions)} versions; {here}/{len(rows)} rows this checkout's ({current})" if rows else "-"
+
+
 def summarise(half: str) -> Summary:
     pairs = rows_in_order(half)
     rows = [r for _, r in pairs if r is not None]
@@ -76,12 +89,13 @@ def summarise(half: str) -> Summary:
         median_gap=statistics.median(gaps) if gaps else None, largest_gap=max(gaps) if gaps else None,
         settings="; ".join(settings) or "-", dates=(dates[0] if len(dates) == 1 else f"{dates[0]}..{dates[-1]}")
         if dates else "-",
+        code=code_versions(rows, code_version()),
     )
 
 
 def summary_table() -> list[str]:
     header = ["half", "cases", "measured", "valid schedule", f"first within {FIRST_WITHIN:g} s", "proven optimal",
-              "median gap", "largest gap", "settings", "measured on"]
+              "median gap", "largest gap", "settings", "measured on", "code"]
     return _table(header, [summarise(h).cells() for h in HALVES])
 
 
@@ -167,7 +181,9 @@ def section(docs: Path) -> list[str]:
              "", *summary_table(), "",
              "The gap is (II - proven bound) / proven bound; \"first\" is the seconds to the first valid schedule "
              "(— where the solver does not report it), \"proof\" the seconds until II was proven optimal. A case "
-             "without a valid schedule counts against every column; one not measured is counted as such.", ""]
+             "without a valid schedule counts against every column; one not measured is counted as such. \"code\" is "
+             "the version of the solver's sources and arch files that solved the rows (`bench/suite/cases.py`, "
+             "`code_version`); a run without `--redo` re-solves the rows another version gave.", ""]
     if any(row is not None for half in HALVES for _, row in rows_in_order(half)):
         plot(docs / "suite.png")
         lines += ["![suite](suite.png)", ""]

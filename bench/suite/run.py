@@ -7,7 +7,9 @@ Run from the repository root (never as a test; the full suite takes hours):
 Every case's body is rebuilt and hashed first; if one no longer matches its manifest the run
 stops before solving anything (exit 2): the suite is the one frozen before tuning. Results go to
 bench/results/suite_<half>.json after each case, so an interrupted run resumes where it stopped;
-a case already measured with the same time limit and workers is skipped unless ``--redo``.
+a case already measured with the same time limit, workers and work by the same code (``cases.code_version``:
+the solver's sources and arch files) is skipped unless ``--redo``, so a plain run re-solves exactly the rows that
+another version of the code gave.
 Graph cases need ../shared/ddg and are skipped without it. At the end the page
 docs/benchmarks.md is rewritten (``python bench/run.py --sections none``: nothing else is rerun)
 with the "Generalization suite" section and docs/suite.png.
@@ -32,7 +34,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/, so that 
 
 import ortools  # noqa: E402
 
-from suite.cases import HALVES, ROOT, CaseUnavailable, body_hash, build_case, describe, read_manifest  # noqa: E402
+from suite.cases import (  # noqa: E402
+    HALVES,
+    ROOT,
+    CaseUnavailable,
+    body_hash,
+    build_case,
+    code_version,
+    describe,
+    read_manifest,
+)
 from twill.bounds import bound_and_reason  # noqa: E402
 from twill.errors import InfeasibleError  # noqa: E402
 from twill.options import SolveOptions  # noqa: E402
@@ -108,6 +119,7 @@ def row_head(case: dict[str, Any], problem: Problem, time_limit: float, workers:
         "id": case["id"], "source": describe(case), "arch": case["arch"], "ops": len(problem.ops),
         "edges": len(problem.edges), "sha256": case["sha256"], "static_bound": bound, "static_binding": binding,
         "time_limit": time_limit, "workers": workers, "work_limit": work_limit, "date": dt.date.today().isoformat(),
+        "code": code_version(),
     }
 
 
@@ -155,13 +167,13 @@ def run_half(half: str, time_limit: float, workers: int, only: set[str], jobs: i
     data.update({"half": half, "updated": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
                  "machine": machine()})
     rows: dict[str, Any] = data.setdefault("rows", {})
-    todo = []
+    code, todo = code_version(), []
     for case, problem in cases:
         old = rows.get(case["id"])
         if problem is None:
             print(f"{half}: {case['id']}: skipped ({describe(case)} is not on this machine)", flush=True)
         elif (not redo and old and old.get("sha256") == case["sha256"] and old.get("time_limit") == time_limit
-              and old.get("workers") == workers and old.get("work_limit") == work_limit):
+              and old.get("workers") == workers and old.get("work_limit") == work_limit and old.get("code") == code):
             print(f"{half}: {case['id']}: done earlier (II {old['ii']}, {old['status']})", flush=True)
         else:
             todo.append(case)

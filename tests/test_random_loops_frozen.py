@@ -39,3 +39,33 @@ def test_the_halves_share_no_case_and_each_has_at_least_40():
     assert len(tuned) >= 40 and len(fresh) >= 40
     assert not {c["sha256"] for c in tuned} & {c["sha256"] for c in fresh}
     assert not {c["id"] for c in tuned} & {c["id"] for c in fresh}
+
+
+def _tree(root: Path, solver_text: str) -> Path:
+    (root / "twill" / "solver").mkdir(parents=True)
+    (root / "archs").mkdir()
+    (root / "twill" / "solver" / "search.py").write_text(solver_text)
+    (root / "archs" / "h100.toml").write_text("[limits]\n")
+    (root / "README.md").write_text("not code\n")
+    return root
+
+
+def test_a_rows_code_version_follows_the_solver_and_arch_files_not_the_checkout(tmp_path):
+    from suite.cases import code_version
+
+    a = code_version(_tree(tmp_path / "a", "II = 1\n"))
+    assert a == code_version(_tree(tmp_path / "b", "II = 1\n"))  # the same tree elsewhere (a worktree, a clone)
+    (tmp_path / "b" / "README.md").write_text("docs change\n")
+    assert code_version(tmp_path / "b") == a  # documentation is not code
+    (tmp_path / "b" / "archs" / "h100.toml").write_text("[limits]\nwarps = 32\n")
+    assert code_version(tmp_path / "b") != a
+    assert code_version(_tree(tmp_path / "c", "II = 2\n")) != a
+
+
+def test_the_summary_names_the_code_behind_a_half():
+    from suite.report import code_versions
+
+    assert code_versions([{"code": "abc"}, {"code": "abc"}], "abc") == "abc (this checkout's)"
+    assert code_versions([{"code": "abc"}], "def") == "abc"
+    assert code_versions([{}, {}], "def") == "unrecorded"
+    assert code_versions([{"code": "abc"}, {"code": "def"}, {}], "def") == "3 versions; 1/3 rows this checkout's (def)"

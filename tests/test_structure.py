@@ -72,6 +72,45 @@ def test_feasibility_is_monotone_in_ii(profile, seed):
         assert _feasible(p, options, ii) == (ii >= floor.ii), ii
 
 
+def _oracle(monkeypatch, answer):
+    """Replace the relaxation's fixed-II decision by ``answer(ii)``, recording the IIs probed (the checks of what
+    binds, which drop a family, answer FEASIBLE and are not recorded)."""
+    probed: list[int] = []
+
+    def decide(problem, options, ii, work, drop=()):
+        if drop:
+            return cp_model.FEASIBLE
+        probed.append(ii)
+        return answer(ii)
+
+    monkeypatch.setattr(structure, "_decide", decide)
+    return probed
+
+
+def test_the_floor_gallops_up_from_its_lower_end(monkeypatch):
+    """Refutations far below the least feasible II are cheap and the first schedule's II is far above it, so the
+    probes step up from the lower end (lo/64, doubling), never past the midpoint of what is left, and bisect once
+    one is not refuted; the floor is the exact threshold."""
+    probed = _oracle(monkeypatch, lambda ii: cp_model.INFEASIBLE if ii < 1000 else cp_model.FEASIBLE)
+    floor = structure_floor(None, SolveOptions(workers=1), 640, 5000, _work())
+    assert probed[:7] == [640, 650, 670, 710, 790, 950, 1270]
+    assert floor.ii == 1000 and floor.decided
+    assert max(probed) == 1270 and len(probed) <= 16
+    probed = _oracle(monkeypatch, lambda ii: cp_model.INFEASIBLE if ii < 1000 else cp_model.FEASIBLE)
+    assert structure_floor(None, SolveOptions(workers=1), 640, 700, _work()).ii == 701  # hi + 1: nothing passed
+    assert max(probed) <= 700
+
+
+def test_an_undecided_probe_keeps_what_was_refuted(monkeypatch):
+    """A probe out of work proves nothing: the floor is the last refuted II + 1, marked undecided, and no probe
+    goes above the undecided one."""
+    probed = _oracle(monkeypatch, lambda ii: cp_model.INFEASIBLE if ii < 800 else cp_model.UNKNOWN)
+    floor = structure_floor(None, SolveOptions(workers=1), 640, 5000, _work())
+    assert probed[:6] == [640, 650, 670, 710, 790, 950]
+    assert floor.ii == 800 and not floor.decided
+    assert max(probed) == 950
+
+
 def test_a_register_bound_body_names_what_binds():
     """An 11-op register-heavy body on h100: the static bound is 462 (MUFU and holds); below 802 no
     grouping fits in-order issue and registers, where a value handed to another group stays in its

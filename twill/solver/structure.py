@@ -33,6 +33,7 @@ run under.
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -51,6 +52,7 @@ __all__ = ["StructureModel", "STRUCTURE_FAMILIES", "build_structure", "structure
 
 MAX_CYCLES = 200  # dependence cycles enumerated for the hand-off recurrence family (any subset is valid)
 PROBE = Budget(share=0.0, at_least=1.0)  # one fixed-II decision of the relaxation
+GALLOP_STEPS = 64  # structure_floor's first step above its lower end: that end / this
 PROPOSE = Budget(share=0.0, at_least=0.5)  # a grouping with the fewest hand-offs at one II (best found)
 
 
@@ -374,10 +376,15 @@ def _decide(problem: Problem, options: SolveOptions, ii: int, work: Work, drop: 
 
 def structure_floor(problem: Problem, options: SolveOptions, lo: int, hi: int, work: Work,
                     until: float | None = None) -> StructureFloor | None:
-    """The least II in [lo, hi] that the structure relaxation does not refute (bisection: every
-    family is monotone in II), or None when it refutes nothing at ``lo``. Where a probe runs out of
-    its budget, or the work mark ``until`` is reached, the floor stays at the last refuted II + 1,
-    so the result is always a valid bound."""
+    """The least II in [lo, hi] that the structure relaxation does not refute (every family is monotone in II), or
+    None when it refutes nothing at ``lo``. Where a probe runs out of its budget, or the work mark ``until`` is
+    reached, the floor stays at the last refuted II + 1, so the result is always a valid bound.
+
+    The probes gallop up from ``lo`` (steps of lo/``GALLOP_STEPS``, doubling after each refutation, never past the
+    midpoint of what is left) until one is not refuted, then bisect. A refutation far below the least feasible II
+    is cheap and one near it is not, and ``hi`` (the first schedule's II) is often twice the floor: bisecting from
+    the middle spent the budget undecided on probes far above it (random-regs-16010-n56-h100 at 2 units: 3666 by
+    bisection, 4008 galloping; docs/benchmarks_notes.md, session 51)."""
     until = work.limit if until is None else until
 
     def more() -> bool:
@@ -386,12 +393,15 @@ def structure_floor(problem: Problem, options: SolveOptions, lo: int, hi: int, w
     if options.swp_only or lo > hi or not more() or _decide(problem, options, lo, work) != cp_model.INFEASIBLE:
         return None
     refuted, top, decided = lo, hi + 1, True  # refuted: proven infeasible; top: feasible (or past hi)
+    step: float = max(1, lo // GALLOP_STEPS)  # the gallop's next step; infinite once a probe was not refuted
     while top - refuted > 1 and more():
-        mid = (refuted + top) // 2
+        mid = int(min(refuted + step, (refuted + top) // 2))
         status = _decide(problem, options, mid, work)
         if status == cp_model.INFEASIBLE:
-            refuted = mid
-        elif status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+            refuted, step = mid, 2 * step
+            continue
+        step = math.inf  # from here on, bisection
+        if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
             top = mid
         else:  # undecided: what is proven so far stands
             top, decided = mid, False

@@ -2,6 +2,7 @@
 
     python bench/fa4_probe.py --chunks 2 --roles fa4 --ii 2650,2700 --seconds 120 --out results/fa4
     python bench/fa4_probe.py --chunks 2 --roles free --ii 2700 --seconds 150 --min-groups
+    python bench/fa4_probe.py --roles fa4 --ii 2650,2700 --units 10,15   # one worker, deterministic units
 
 The window search (twill solve) spends its time refuting windows at this size; a model with II fixed is
 far easier to satisfy. Each probe solves, at one II, (A) every constraint family but the register
@@ -26,6 +27,7 @@ from twill.problem import Problem, build_problem
 from twill.solver import model as M
 from twill.solver.assemble import Assignment, assemble, copies_needed
 from twill.solver.hints import short_stage_bound
+from twill.solver.run import Work, solver
 from twill.validate import validate
 
 PROGRAM = Path(__file__).resolve().parents[1] / "programs" / "fa_fwd.py"
@@ -43,7 +45,9 @@ def model(problem: Problem, options: SolveOptions, ii: int, stages: int, skip: t
     return v
 
 
-def solve(v: M.ScheduleModel, seconds: float, hint: dict | None = None, seed: int = 0):
+def solve(v: M.ScheduleModel, seconds: float, hint: dict | None = None, seed: int = 0, units: float | None = None):
+    """Solve ``v`` for ``seconds`` on CP-SAT's own two-worker portfolio, or, with ``units``, reproducibly: one worker,
+    that much deterministic work (``twill.solver.run.solver``), the units spent printed by the caller."""
     if hint:
         for name, var in v.start.items():
             v.m.add_hint(var, hint["starts"][name])
@@ -53,11 +57,20 @@ def solve(v: M.ScheduleModel, seconds: float, hint: dict | None = None, seed: in
             v.m.add_hint(var, hint["warps"][g])
         for g, var in enumerate(v.regs):
             v.m.add_hint(var, hint["regs"][g])
+    if units is not None:
+        s = solver(Work.starting_now(3600.0, units), units, 1, seed=seed)
+        return s, s.solve(v.m)
     s = cp_model.CpSolver()
     s.parameters.max_time_in_seconds = seconds
     s.parameters.num_workers = 2
     s.parameters.random_seed = seed
     return s, s.solve(v.m)
+
+
+def _spent(s: cp_model.CpSolver, t0: float) -> str:
+    """What a solve cost: its deterministic units where it charged a ``Work``, else the wall seconds so far."""
+    work = getattr(s, "work", None)
+    return f"{work.spent:.2f} units" if work is not None else f"{time.time() - t0:.1f} s"
 
 
 def values(v: M.ScheduleModel, s: cp_model.CpSolver) -> dict:
@@ -66,24 +79,26 @@ def values(v: M.ScheduleModel, s: cp_model.CpSolver) -> dict:
             "warps": [int(s.value(x)) for x in v.warps], "regs": [int(s.value(x)) for x in v.regs]}
 
 
-def probe(problem: Problem, options: SolveOptions, ii: int, seconds: float, min_groups: bool, tag: str):
-    """A validated schedule at ``ii``, or None; prints what each stage did."""
+def probe(problem: Problem, options: SolveOptions, ii: int, seconds: float, min_groups: bool, tag: str,
+          units: tuple[float, float] | None = None):
+    """A validated schedule at ``ii``, or None; prints what each stage did (with ``units``, the deterministic work
+    of each step on one worker instead of wall seconds)."""
     t0, stages = time.time(), short_stage_bound(problem, ii)
     a = model(problem, options, ii, stages, REGISTER_FAMILIES)
     if min_groups:
         a.m.minimize(sum(a.used))
-    sa, status = solve(a, seconds / 2)
-    print(f"II {ii}: without registers {sa.status_name(status)} ({time.time() - t0:.1f} s, stages <= {stages})",
+    sa, status = solve(a, seconds / 2, units=units and units[0])
+    print(f"II {ii}: without registers {sa.status_name(status)} ({_spent(sa, t0)}, stages <= {stages})",
           flush=True)
     if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         return None
     b = model(problem, options, ii, stages, ())
     if min_groups:
         b.m.minimize(sum(b.used))
-    sb, status = solve(b, seconds, values(a, sa))
+    sb, status = solve(b, seconds, values(a, sa), units=units and units[1])
     groups = f", groups {sb.objective_value:.0f} (bound {sb.best_objective_bound:.0f})" if min_groups and status in (
         cp_model.OPTIMAL, cp_model.FEASIBLE) else ""
-    print(f"II {ii}: full model {sb.status_name(status)} ({time.time() - t0:.1f} s){groups}", flush=True)
+    print(f"II {ii}: full model {sb.status_name(status)} ({_spent(sb, t0)}){groups}", flush=True)
     if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         return None
     got = values(b, sb)
@@ -108,6 +123,8 @@ def main() -> None:
     ap.add_argument("--ii", required=True, help="comma-separated IIs, tried in order until one has a schedule")
     ap.add_argument("--seconds", type=float, default=120.0, help="full-model limit per II (half for stage A)")
     ap.add_argument("--min-groups", action="store_true", help="minimise the number of warp groups at that II")
+    ap.add_argument("--units", help="A,B: deterministic units for the two steps on one worker (reproducible on any "
+                    "load) instead of --seconds on two")
     ap.add_argument("--out", help="folder for the schedules found (fa4_<chunks>_<roles>_<ii>.json)")
     args = ap.parse_args()
     fa = runpy.run_path(str(PROGRAM))
@@ -118,7 +135,8 @@ def main() -> None:
     tag = args.roles if args.roles in ("fa4", "free") else "pinned"
     options = SolveOptions(workers=2, fixed_groups=fixed)
     for ii in (int(x) for x in args.ii.split(",")):
-        sched = probe(problem, options, ii, args.seconds, args.min_groups, tag)
+        units = tuple(float(x) for x in args.units.split(",")) if args.units else None
+        sched = probe(problem, options, ii, args.seconds, args.min_groups, tag, units)
         if sched is not None:
             print("  FA4 roles:", fa["fa4_roles"]({o.id: o.group for o in sched.ops}))
             if args.out:

@@ -33,6 +33,7 @@ run under.
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -392,14 +393,14 @@ def structure_floor(problem: Problem, options: SolveOptions, lo: int, hi: int, w
     if options.swp_only or lo > hi or not more() or _decide(problem, options, lo, work) != cp_model.INFEASIBLE:
         return None
     refuted, top, decided = lo, hi + 1, True  # refuted: proven infeasible; top: feasible (or past hi)
-    step = max(1, lo // GALLOP_STEPS)  # the gallop's next step; the whole range once a probe was not refuted
+    step: float = max(1, lo // GALLOP_STEPS)  # the gallop's next step; infinite once a probe was not refuted
     while top - refuted > 1 and more():
-        mid = min(refuted + step, (refuted + top) // 2)
+        mid = int(min(refuted + step, (refuted + top) // 2))
         status = _decide(problem, options, mid, work)
         if status == cp_model.INFEASIBLE:
             refuted, step = mid, 2 * step
             continue
-        step = top  # from here on, bisection: refuted + top is past every midpoint
+        step = math.inf  # from here on, bisection
         if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
             top = mid
         else:  # undecided: what is proven so far stands

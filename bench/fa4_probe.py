@@ -31,7 +31,7 @@ from twill.solver.run import Work, solver
 from twill.validate import validate
 
 PROGRAM = Path(__file__).resolve().parents[1] / "programs" / "fa_fwd.py"
-REGISTER_FAMILIES = ("register_budgets", "register_average")
+REGISTER_FAMILIES = ("register_budgets", "register_average", "register_rounded")
 
 
 def model(problem: Problem, options: SolveOptions, ii: int, stages: int, skip: tuple[str, ...]) -> M.ScheduleModel:

@@ -27,7 +27,7 @@ from twill.solver.run import Work, solver
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from suite.cases import HALVES, build_body, read_manifest  # noqa: E402
 
-DROPS = ("", "register_budgets", "register_budgets,register_average", "in_order_issue",
+DROPS = ("", "register_budgets", "register_budgets,register_average,register_rounded", "in_order_issue",
          "smem_capacity,tmem_capacity,average_occupancy")
 
 

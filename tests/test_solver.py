@@ -788,3 +788,44 @@ def test_a_proven_ii_whose_search_the_cap_cut_says_so():
         cut, uncut = (_proof(optimal, ii, 2048, 2320, "units", cut=c) for c in (True, False))
         assert "the wall-clock cap (--time-limit) cut the search" in cut
         assert "cut" not in uncut and cut.startswith("optimal" if optimal else "feasible")
+
+
+def _three_wide_values():
+    """Three asynchronous warpgroup ops on h100, each leaving a 24000-word result held 100 cycles until a
+    synchronous reader: no group's room holds three (at most 32 x 8 x (255 - 24) = 59136 words), so at most two
+    are live at once and their lifetimes (300 cycles together) need II >= 150, where the average (24000 x 300 <=
+    59136 x II) allows 122."""
+    from twill import Issuer, LoopBuilder, Use
+    from twill.arch.registry import get_arch
+
+    b = LoopBuilder("three_wide_values")
+    for name, unit in (("a", "tc"), ("b", "alu"), ("c", "fp32")):
+        b.op(name, kind="work", uses=[Use(unit=unit, length=10)], latency=100, is_async=True, issue_cycles=1,
+             issuer=Issuer.WARPGROUP, regs=24000)
+        b.op(name + "2", kind="work", uses=[Use(unit=unit, length=10)], latency=10, issuer=Issuer.WARPGROUP)
+        b.edge(name, name + "2")
+    return build_problem(b.build(), get_arch("h100"))
+
+
+def test_rounded_register_cut_counts_whole_values(monkeypatch):
+    """The rounded register cut (``model.add_register_rounded``) sees what the average cannot: without the register
+    peak, the model at II 140 has a schedule with the average cut alone and none with the rounded cut; the solver's
+    optimum (every family) respects both, and is above the rounded cut's 150."""
+    from ortools.sat.python import cp_model
+
+    from twill.solver import model
+    from twill.solver.run import Work, solver
+
+    p, every = _three_wide_values(), model.JOINT_FAMILIES
+
+    def status(drop: tuple[str, ...]) -> int:
+        families = tuple((n, f) for n, f in every if n not in drop)
+        monkeypatch.setattr(model, "JOINT_FAMILIES", families)
+        v = model.build_model(p, SolveOptions(workers=1), 140, 140)
+        return solver(Work.starting_now(60, 5), 5, 1).solve(v.m)
+
+    assert status(("register_budgets", "register_rounded")) in (cp_model.OPTIMAL, cp_model.FEASIBLE)
+    assert status(("register_budgets",)) == cp_model.INFEASIBLE
+    monkeypatch.undo()
+    sched = solve(p, SolveOptions(workers=1, time_limit=60))
+    assert sched.ii == 165 and sched.status == "optimal" and validate(p, sched) == []

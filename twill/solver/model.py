@@ -70,6 +70,7 @@ class ScheduleModel:
         self.same: dict[int, cp_model.IntVar] = {}  # per edge index: both ends in one group
         self.lifetime: dict[str, tuple[cp_model.IntVar, cp_model.IntVar]] = {}  # full copies, remainder
         self.life: dict[str, cp_model.IntVar] = {}  # cycles each result's storage is held
+        self.life_here: dict[tuple[str, int], cp_model.IntVar] = {}  # the same where group g issues it, else 0
         self.handoff_terms: list[LinearExpr] = []  # SMEM bytes staged by cross-group hand-offs
         self.objective_terms: dict[str, LinearExpr] = {"ii": self.ii, "length": self.length}
         self.symmetry = True
@@ -110,6 +111,18 @@ class ScheduleModel:
         m.add(rest == life - full_ii)
         self.lifetime[op.name] = (full, rest)
         return full, rest
+
+    def life_in(self, op: Op, g: int) -> cp_model.IntVar:
+        """``op``'s lifetime where group ``g`` issues it, else 0: its cycles on g's register circle
+        (made once per op and group; the average and rounded register cuts share it)."""
+        key = (op.name, g)
+        if key not in self.life_here:
+            self.lifetime_of(op)
+            life, x = self.life[op.name], self.in_group[op.name, g]
+            here = self.life_here[key] = self.m.new_int_var(0, upper(life), f"life_here[{op.name},{g}]")
+            self.m.add(here == life).only_enforce_if(x)
+            self.m.add(here == 0).only_enforce_if(~x)
+        return self.life_here[key]
 
     def excess(self, most: int, name: str) -> LinearExpr:
         """What a storage peak may exceed its capacity by: 0, or in an elastic model a variable in
@@ -547,14 +560,7 @@ def add_register_average(v: ScheduleModel) -> None:
     if not v.joint or not regs:
         return
     for g in v.groups:
-        terms = []
-        for op in regs:
-            v.lifetime_of(op)
-            life = v.life[op.name]
-            here = m.new_int_var(0, upper(life), f"life_here[{op.name},{g}]")
-            m.add(here == life).only_enforce_if(v.in_group[op.name, g])
-            m.add(here == 0).only_enforce_if(~v.in_group[op.name, g])
-            terms.append(op.regs * here)
+        terms = [op.regs * v.life_in(op, g) for op in regs]
         room = m.new_int_var(0, 32 * upper(v.reg_words[g]), f"register_room_avg[{g}]")
         m.add(room == v.register_room(g))
         if v.ii_lo == v.ii_hi:
@@ -563,6 +569,37 @@ def add_register_average(v: ScheduleModel) -> None:
             capacity = m.new_int_var(0, upper(room) * v.ii_hi, f"register_room_cycles[{g}]")
             m.add_multiplication_equality(capacity, [room, v.ii])
             m.add(sum(terms) <= capacity)
+
+
+ROUNDED_MOST = 24  # register_rounded: sizes s with at most this many values of s words in one group's room
+
+
+def add_register_rounded(v: ScheduleModel) -> None:
+    """Implied cuts: the average of ``add_register_average`` counted in whole values of a size.
+
+    Fact: at every cycle a group's live values fit its room R (``add_register_budgets``), so for any
+    size s the live values of at least s words number at most floor(R / s), and more generally
+    sum over live v of floor(regs(v) / s) <= floor(sum regs(v) / s) <= floor(R / s). Summed over
+    one II, a value held life_v cycles counts life_v times. Where s is a large share of R the floor
+    is what the average loses: two 12544-word values in a room of 20000 cannot be live at once, so
+    their lifetimes sum to at most II, where the average allows 1.6 II (random-handoff-16524).
+    Math: at a fixed II, per group g and each value size s with floor(R_max / s) <= ``ROUNDED_MOST``:
+    sum_v floor(regs(v) / s) * life_v * x[v, g] <= k[g, s] * II, s * k[g, s] <= room[g], k integer.
+    Windows leave it out (k * II would be one more product per size and group); so does any model
+    without the register peaks, like the average.
+    """
+    m = v.m
+    regs = [op for op in v.p.ops if op.regs]
+    if not v.joint or not regs or v.ii_lo != v.ii_hi:
+        return
+    for g in v.groups:
+        most = min(32 * upper(v.reg_words[g]), v.p.arch.limit("regs_per_sm"))
+        for size in sorted({op.regs for op in regs}):
+            if most // size > ROUNDED_MOST:
+                continue
+            whole = m.new_int_var(0, most // size, f"register_whole[{g},{size}]")
+            m.add(size * whole <= v.register_room(g))
+            m.add(sum(op.regs // size * v.life_in(op, g) for op in regs if op.regs >= size) <= whole * v.ii_lo)
 
 
 @per_problem
@@ -705,11 +742,12 @@ JOINT_FAMILIES: tuple[tuple[str, Callable[[ScheduleModel], None]], ...] = (
     ("tmem_capacity", add_tmem_capacity),
     ("average_occupancy", add_average_occupancy),
     ("register_average", add_register_average),
+    ("register_rounded", add_register_rounded),
     ("symmetry_breaking", add_symmetry_breaking),
 )
-RELAXED_AWAY = ("register_budgets", "tmem_capacity", "register_average")  # peak-storage families: slow to satisfy, checked after
+RELAXED_AWAY = ("register_budgets", "tmem_capacity", "register_average", "register_rounded")  # peak-storage families: slow to satisfy, checked after
 IMPLIED_CUTS = ("average_occupancy",)  # implied by the peak families: ``cuts=False`` leaves them out
-AVERAGE_CUTS = ("average_occupancy", "register_average")  # the peaks on average: an elastic model leaves them out
+AVERAGE_CUTS = ("average_occupancy", "register_average", "register_rounded")  # the peaks on average: an elastic model leaves them out
 SWP_FAMILIES = (("dependences", add_dependences), ("modulo_resources", add_modulo_resources),
                 ("residue_cuts", add_residue_cuts),
                 ("symmetry_breaking", add_symmetry_breaking))

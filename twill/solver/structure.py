@@ -44,7 +44,7 @@ from twill.bounds import colive_values, longest_paths, shortest_lifetimes, with_
 from twill.ir import Carrier, Edge, Op
 from twill.options import SolveOptions
 from twill.problem import Problem, per_problem, read_time
-from twill.solver.model import ROUNDED_MOST, group_relation, group_variables, isolate, upper
+from twill.solver.model import group_relation, group_variables, isolate, upper
 from twill.solver.run import Budget, Work, decision_solver
 
 __all__ = ["StructureModel", "STRUCTURE_FAMILIES", "build_structure", "structure_floor", "propose_grouping", "cycle_edges",
@@ -148,9 +148,7 @@ def add_register_room(s: StructureModel) -> None:
     sets = [set(c) for c in colive_values(s.problem)]
     for g in s.groups:
         if values:
-            life = {op.name: _average_term(s, op, g, longer, rings) for op in values}
-            s.m.add(sum(op.regs * life[op.name] for op in values) <= s.room(g) * s.ii)
-            _add_rounded(s, g, values, life)
+            s.m.add(sum(op.regs * _average_term(s, op, g, longer, rings) for op in values) <= s.room(g) * s.ii)
         copies = {op.name: _copies_in(s, op, g, longer) for op in held}
         for op in held:
             s.m.add(op.regs * copies[op.name][1] <= s.room(g))
@@ -159,17 +157,6 @@ def add_register_room(s: StructureModel) -> None:
                      if op.name in together or copies[op.name][0] is not None]
             if len(terms) > 1:
                 s.m.add(sum(terms) <= s.room(g))
-
-
-def _add_rounded(s: StructureModel, g: int, values: list[Op], life: dict[str, cp_model.LinearExprT]) -> None:
-    """The average counted in whole values of a size (the joint model's ``add_register_rounded``, §2.8a): per
-    size s with floor(R / s) <= ``ROUNDED_MOST``, sum_v floor(regs(v) / s) L_v x[v, g] <= k II, s k <= room[g]."""
-    most = s.problem.arch.limit("regs_per_sm")
-    for size in sorted({op.regs for op in values}):
-        if most // size <= ROUNDED_MOST:
-            whole = s.m.new_int_var(0, most // size, f"whole[{g},{size}]")
-            s.m.add(size * whole <= s.room(g))
-            s.m.add(sum(op.regs // size * life[op.name] for op in values if op.regs >= size) <= whole * s.ii)
 
 
 def _average_term(s: StructureModel, op: Op, g: int, longer: dict[str, cp_model.IntVar],

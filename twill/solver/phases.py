@@ -1053,7 +1053,7 @@ def pull_to_floor(ctx: Context, lo: int) -> Found | None:
     return Found(v, s) if _holds_schedule(s) else None
 
 
-IMPROVE = Budget(share=1 / 3, at_least=3.0)  # 1/4 gained 0.1-11% of II on the suite's large bodies; 1/2 up to 22% more
+IMPROVE = Budget(share=1 / 2, at_least=3.0)  # 1/4 gained 0.1-11% of II on the suite's large bodies; 1/2 up to 22% more
 IMPROVE_GAP = 1.25  # the best schedule this far above the floor is worth improving before any window
 # ... on bodies of this many ops or more. Below it the window phases at the floor find and prove the optimum with
 # the whole budget, which the improvement would take from them (suite, session 15: units-16017 and units-16518,
@@ -1075,7 +1075,6 @@ def improve(ctx: Context, w: Window, budget: Budget) -> Outcome:
     hint_completed(ctx, v, ctx.upper)
     v.m.minimize(v.ii)
     s = ctx.solver(budget.units(ctx.options.work))
-    s.parameters.use_lns_only = True
     status = s.solve(v.m, Progress(ctx.options.progress, "II", ctx.work))
     if status not in FEASIBLE:
         return Outcome(Verdict.UNDECIDED, w.lo)

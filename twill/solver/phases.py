@@ -1075,6 +1075,7 @@ def improve(ctx: Context, w: Window, budget: Budget) -> Outcome:
     hint_completed(ctx, v, ctx.upper)
     v.m.minimize(v.ii)
     s = ctx.solver(budget.units(ctx.options.work))
+    s.parameters.use_lns_only = _neighbourhoods_only(ctx.options)
     status = s.solve(v.m, Progress(ctx.options.progress, "II", ctx.work))
     if status not in FEASIBLE:
         return Outcome(Verdict.UNDECIDED, w.lo)
@@ -1082,6 +1083,18 @@ def improve(ctx: Context, w: Window, budget: Budget) -> Outcome:
     floor = found.ii if status == cp_model.OPTIMAL else max(w.lo, math.ceil(s.best_objective_bound))
     ctx.refuted(w.lo, floor - 1, "CP-SAT (the joint model, from the best schedule)")
     return Outcome(Verdict.FOUND, floor, found)
+
+
+def _neighbourhoods_only(options: SolveOptions) -> bool:
+    """Whether the improvement runs on CP-SAT's neighbourhood (LNS) workers alone: where the search chooses the warp
+    groups. There a full-problem subsolver of the portfolio spends its share on a model of 40-80 ops it cannot move,
+    while each neighbourhood fixes most of the schedule and re-solves the rest: from the same schedules, half the work
+    on the neighbourhoods alone ended lower on 6 of 7 large tuned rows (random-handoff-16026 4999 against 5543,
+    random-regs-16010 7219 against 8079; random-tmem-16007 4094 against 4002). Where the groups are pinned (a
+    strategy, FA4's roles) the model is small enough for the full-problem subsolvers to make the jump: FA4 pinned
+    ended at 3482 on the neighbourhoods alone against 3038 on the portfolio (docs/benchmarks_notes.md, sessions 53,
+    54). The neighbourhoods prove no bound, so the phase's floor stays the window's there."""
+    return not options.fixed_groups
 
 
 def hint_completed(ctx: Context, v: ScheduleModel, a: Assignment) -> None:

@@ -46,7 +46,7 @@ def record(out: Path, argv: list[str]) -> int:
         began, spent = time.perf_counter(), self.work.spent
         status = solve(self, model, callback)
         rows.append({"k": k, "status": int(status), "units": self.work.spent - spent,
-                     "seconds": time.perf_counter() - began, "hinted": len(model.proto.solution_hint.vars) > 0,
+                     "seconds": time.perf_counter() - began, "hinted": run.has_hint(model),
                      "params": params})
         return status
 

@@ -762,6 +762,57 @@ def test_a_feasible_hinted_window_is_not_refuted():
     assert ii == "None" or 1643 <= int(ii) <= 1737
 
 
+_EMPTY_HINT_ABORT = """
+import gzip, sys
+from google.protobuf import text_format
+from ortools.sat import cp_model_pb2
+from ortools.sat.python import cp_model
+from twill.solver.run import SEARCH_AND_BOUND, Work, solver
+raw = cp_model_pb2.CpModelProto()
+raw.ParseFromString(gzip.open(sys.argv[1]).read())
+m = cp_model.CpModel()
+m.proto.parse_text_format(text_format.MessageToString(raw))
+if sys.argv[2] == "read":  # what twill's solver did before session 55: it read the hint, which adds an empty one
+    len(m.proto.solution_hint.vars)
+status = solver(Work.starting_now(120.0, 10.0), 3.0, 2, SEARCH_AND_BOUND).solve(m)
+print(cp_model.CpSolver().status_name(status), m.proto.has_solution_hint())
+"""
+
+
+def test_a_hint_free_solve_runs_without_a_hint_and_does_not_abort():
+    """Reading ``model.proto.solution_hint`` adds an empty hint to the model, and CP-SAT runs its hint phase on
+    any model with a hint. twill's solver read it on every multi-worker solve, so its hint-free solves carried an
+    empty hint; on this model (the memory relaxation of FA4's configuration on b200, free groups, minimising II in
+    the window [2446, 2446], as the search reached it with 150 units) CP-SAT 9.15 then corrupted the heap and
+    aborted the process in 5 of 5 replays. The solver now checks ``has_solution_hint`` first (``run.has_hint``), so
+    the model stays hint-free and the solve ends. In a subprocess, so that an abort fails this test."""
+    import subprocess
+    import sys
+
+    model = str(Path(__file__).parent / "data" / "cpsat_empty_hint_abort.pb.gz")
+    out = subprocess.run([sys.executable, "-c", _EMPTY_HINT_ABORT, model, "as-is"], capture_output=True, text=True,
+                         timeout=300)
+    assert out.returncode == 0, out.stderr[-500:]
+    assert out.stdout.split() == ["UNKNOWN", "False"]
+
+
+def test_without_hint_leaves_a_hint_free_model_hint_free():
+    """``_without_hint`` (the loading probe's and the confirmation's) puts a hint back only where there was one."""
+    from ortools.sat.python import cp_model
+
+    from twill.solver.run import _without_hint, has_hint
+
+    m = cp_model.CpModel()
+    x = m.new_int_var(0, 3, "x")
+    with _without_hint(m):
+        pass
+    assert not m.proto.has_solution_hint() and not has_hint(m)
+    m.add_hint(x, 2)
+    with _without_hint(m):
+        assert not m.proto.has_solution_hint()
+    assert has_hint(m) and list(m.proto.solution_hint.values) == [2]
+
+
 def _full_subsolvers(hinted: bool) -> tuple[list[str], list[str]]:
     """The full-problem subsolvers a two-worker twill solve of a small scheduling model runs (from CP-SAT's
     log), and the solver's ignore list after the solve."""

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from ortools.sat.python import cp_model, cp_model_helper
 
 __all__ = ["Budget", "Work", "Solver", "solver", "decision_solver", "worker_count", "attempts", "Progress",
-           "SEARCH_AND_BOUND", "RESTARTS"]
+           "SEARCH_AND_BOUND", "RESTARTS", "has_hint"]
 
 # Two subsolvers that together both find and refute: the LP-heavy search and restarts (used when
 # there are exactly two workers; larger machines keep CP-SAT's own portfolio, which holds both).
@@ -139,7 +139,7 @@ class Solver(cp_model.CpSolver):
         self.confirm_refutations = True
 
     def solve(self, model: cp_model.CpModel, solution_callback: cp_model.CpSolverSolutionCallback | None = None) -> int:
-        hinted = self.parameters.num_workers > 1 and len(model.proto.solution_hint.vars) > 0
+        hinted = self.parameters.num_workers > 1 and has_hint(model)
         refuted = hinted and self._loading_refutes(model)
         self.parameters.max_time_in_seconds = max(0.01, self.work.wall_left())
         if refuted:
@@ -207,18 +207,33 @@ def _hint_safe(solver: cp_model.CpSolver, hinted: bool) -> Iterator[None]:
         solver.parameters.copy_from(saved)
 
 
+def has_hint(model: cp_model.CpModel) -> bool:
+    """Whether ``model`` carries a solution hint with at least one value, read without creating one: reading
+    ``model.proto.solution_hint`` adds an empty hint to the model (the field is a mutable sub-message), and CP-SAT
+    runs its hint phase on any model that has a hint, empty or not. An empty hint put there by such a read made a
+    hint-free two-worker solve of the memory relaxation abort the process in 5 of 5 replays ("free(): invalid
+    pointer", CP-SAT 9.15's heap corruption under hints in interleaved search); without it, 3 of 3 were clean
+    (FA4's configuration with free groups at 150 units; docs/benchmarks_notes.md, session 55)."""
+    return model.proto.has_solution_hint() and len(model.proto.solution_hint.vars) > 0
+
+
 @contextmanager
 def _without_hint(model: cp_model.CpModel) -> Iterator[None]:
-    """The model with its solution hint taken off, and put back after."""
+    """The model with its solution hint taken off, and put back after (a model without one is left as it is:
+    see ``has_hint``)."""
+    if not model.proto.has_solution_hint():
+        yield
+        return
     hint = model.proto.solution_hint
     saved = (list(hint.vars), list(hint.values))
     model.clear_hints()
     try:
         yield
     finally:
-        hint = model.proto.solution_hint
-        hint.vars.extend(saved[0])
-        hint.values.extend(saved[1])
+        if saved[0]:
+            hint = model.proto.solution_hint
+            hint.vars.extend(saved[0])
+            hint.values.extend(saved[1])
 
 
 def worker_count(workers: int) -> int:

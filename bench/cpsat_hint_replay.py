@@ -11,6 +11,8 @@ or aborts is reported instead of ending the replay.
     python bench/cpsat_hint_replay.py tests/data/cpsat_hint_false_infeasible.pb --seed 0 --units 12 \
         --params 'ignore_subsolvers: "fixed"'
     python bench/cpsat_hint_replay.py tests/data/cpsat_hint_false_infeasible.pb --seed 0 --units 12 --params swap
+    python bench/cpsat_hint_replay.py tests/data/cpsat_empty_hint_abort.pb.gz --runs 5 --units 3 --seed 0 \
+        --params 'subsolvers: "max_lp" subsolvers: "quick_restart"' --empty-hint   # session 55: aborts
 
 ``--hcl`` sets ``hint_conflict_limit`` (the conflicts the hint phase may spend); the other parameters are
 ``twill.solver.run.solver``'s (interleaved search in batches of the worker count, presolve probing level 1), straight
@@ -27,18 +29,21 @@ import subprocess
 import sys
 
 _RUN = """
+import gzip
 import sys
 from google.protobuf import text_format
 from ortools.sat import cp_model_pb2
 from ortools.sat.python import cp_model
 from twill.solver.run import HINT_SAFE_FIXED, PROBING_LEVEL
 raw = cp_model_pb2.CpModelProto()
-raw.ParseFromString(open(sys.argv[1], "rb").read())
+raw.ParseFromString((gzip.open if sys.argv[1].endswith(".gz") else open)(sys.argv[1], "rb").read())
 m = cp_model.CpModel()
 m.proto.parse_text_format(text_format.MessageToString(raw))
-workers, hcl, units, hint, extra = int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4]), sys.argv[5] == "1", sys.argv[6]
-if not hint:
+workers, hcl, units, hint, extra = int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4]), sys.argv[5], sys.argv[6]
+if hint != "1":
     m.clear_hints()
+if hint == "empty":  # reading the hint adds an empty one, as twill's solver did before session 55
+    len(m.proto.solution_hint.vars)
 s = cp_model.CpSolver()
 s.parameters.num_workers = workers
 if workers > 1:
@@ -63,6 +68,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--hcl", type=int, default=10, help="hint_conflict_limit (CP-SAT's default, which twill keeps: 10)")
     ap.add_argument("--units", type=float, default=15.0, help="deterministic units per run (default 15)")
     ap.add_argument("--no-hint", action="store_true", help="drop the model's solution hint")
+    ap.add_argument("--empty-hint", action="store_true", help="replace the model's solution hint by an empty one "
+                    "(what reading model.proto.solution_hint leaves; CP-SAT runs its hint phase on it)")
     ap.add_argument("--params", default="", help="more CP-SAT parameters in text format, or 'swap' for twill's "
                     "replacement of the fixed subsolver (run.HINT_SAFE_FIXED)")
     ap.add_argument("--seed", default="", help="CP-SAT's random_seed (twill's solves use 0; default: CP-SAT's own)")
@@ -71,13 +78,13 @@ def main(argv: list[str] | None = None) -> int:
     print("|---|---|---|---|---|---|---|")
     for k in range(args.runs):
         out = subprocess.run([sys.executable, "-c", _RUN, args.model, str(args.workers), str(args.hcl), str(args.units),
-                              "0" if args.no_hint else "1", args.params, args.seed], capture_output=True, text=True, timeout=3600)
+                              "empty" if args.empty_hint else "0" if args.no_hint else "1", args.params, args.seed], capture_output=True, text=True, timeout=3600)
         if out.returncode == 0:
             status, units, objective = out.stdout.split()
         else:
             last = [line for line in out.stderr.splitlines() if line.strip() and not line.startswith("    @")]
             status, units, objective = f"crashed (exit {out.returncode}: {last[-1][:60] if last else ''})", "-", "-"
-        print(f"| {k} | {args.workers} | {args.hcl} | {'no' if args.no_hint else 'yes'} | {status} | {units} | {objective} |",
+        print(f"| {k} | {args.workers} | {args.hcl} | {'empty' if args.empty_hint else 'no' if args.no_hint else 'yes'} | {status} | {units} | {objective} |",
               flush=True)
     return 0
 

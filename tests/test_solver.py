@@ -772,8 +772,6 @@ raw = cp_model_pb2.CpModelProto()
 raw.ParseFromString(gzip.open(sys.argv[1]).read())
 m = cp_model.CpModel()
 m.proto.parse_text_format(text_format.MessageToString(raw))
-if sys.argv[2] == "read":  # what twill's solver did before session 55: it read the hint, which adds an empty one
-    len(m.proto.solution_hint.vars)
 status = solver(Work.starting_now(120.0, 10.0), 3.0, 2, SEARCH_AND_BOUND).solve(m)
 print(cp_model.CpSolver().status_name(status), m.proto.has_solution_hint())
 """
@@ -784,13 +782,15 @@ def test_a_hint_free_solve_runs_without_a_hint_and_does_not_abort():
     any model with a hint. twill's solver read it on every multi-worker solve, so its hint-free solves carried an
     empty hint; on this model (the memory relaxation of FA4's configuration on b200, free groups, minimising II in
     the window [2446, 2446], as the search reached it with 150 units) CP-SAT 9.15 then corrupted the heap and
-    aborted the process in 5 of 5 replays. The solver now checks ``has_solution_hint`` first (``run.has_hint``), so
-    the model stays hint-free and the solve ends. In a subprocess, so that an abort fails this test."""
+    aborted the process in 5 of 5 replays with its exported parameters (3 of 5, the other two
+    INFEASIBLE, with the bench replay below). The solver now checks ``has_solution_hint`` first (``run.has_hint``), so
+    the model stays hint-free and the solve ends (`python bench/cpsat_hint_replay.py` with `--empty-hint` replays
+    the abort). In a subprocess, so that an abort fails this test."""
     import subprocess
     import sys
 
     model = str(Path(__file__).parent / "data" / "cpsat_empty_hint_abort.pb.gz")
-    out = subprocess.run([sys.executable, "-c", _EMPTY_HINT_ABORT, model, "as-is"], capture_output=True, text=True,
+    out = subprocess.run([sys.executable, "-c", _EMPTY_HINT_ABORT, model], capture_output=True, text=True,
                          timeout=300)
     assert out.returncode == 0, out.stderr[-500:]
     assert out.stdout.split() == ["UNKNOWN", "False"]

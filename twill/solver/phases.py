@@ -119,6 +119,7 @@ class Context:
     work: Work
     memory_schedule: Assignment | None = None  # the memory relaxation's least-II schedule
     memory_ran: bool = False
+    memory_feasible: int | None = None  # the least II at which the memory relaxation has held a schedule, any window
     hint: Assignment | None = None  # the hint relaxation's schedule
     sliced: bool = False  # the full model's hinted slices from ``hint`` were tried on this window (``_hint_slices``)
     relaxed: bool = False  # the hint relaxation ran on this window (in ``floor_hint``): a rerun repeats its start
@@ -147,6 +148,19 @@ class Context:
         """The memory relaxation proves what the hint relaxation cannot only where it keeps a
         family that one leaves out: TMEM (the register budgets need warp groups, which it drops)."""
         return not self.options.swp_only and any(op.tmem_cols for op in self.problem.ops)
+
+    def memory_may_refute(self, ii: int) -> bool:
+        """Whether the memory relaxation could still refute II ``ii``. On a monotone problem it cannot once it has
+        held a schedule at some II <= ``ii``: the stretch of design.md §3.1e maps each of its families (units,
+        dependences, TMEM) on its own, so the relaxation's feasible IIs are closed upwards too, and a solve of it
+        there could only repeat what is known (one-tile FA b200 spent 2 units in each of four windows above 1473,
+        where the relaxation had its schedule, without a verdict)."""
+        return self.memory and not (self.monotone and self.memory_feasible is not None and ii >= self.memory_feasible)
+
+    def memory_held(self, a: Assignment | None) -> None:
+        """Record a schedule of the memory relaxation (``memory_may_refute``)."""
+        if a is not None and (self.memory_feasible is None or a.ii < self.memory_feasible):
+            self.memory_feasible = a.ii
 
     def new_window(self, w: Window) -> None:
         self.memory_schedule, self.memory_ran, self.hint, self.sliced, self.window = None, False, None, False, w
@@ -209,6 +223,7 @@ def memory_relaxation(ctx: Context, w: Window, budget: Budget) -> Outcome:
     the full model is the window's optimum (every II below it refuted)."""
     floor, relaxed = memory_bound(ctx, w, ctx.work.until(budget.units(ctx.options.work)))
     ctx.memory_ran, ctx.memory_schedule = True, relaxed
+    ctx.memory_held(relaxed)
     if floor > w.lo:
         ctx.refuted(w.lo, min(floor, w.hi + 1) - 1, "the memory relaxation")
         ctx.report(f"II window [{w.lo}, {w.hi}]: the memory relaxation proves "
@@ -933,7 +948,7 @@ def _sweep_total(ctx: Context) -> float:
 
 
 WINDOW_PHASES: tuple[Phase, ...] = (
-    Phase("memory_relaxation", lambda ctx: ctx.memory, memory_relaxation, MEMORY),
+    Phase("memory_relaxation", lambda ctx: ctx.memory_may_refute(ctx.window.lo), memory_relaxation, MEMORY),
     Phase("floor_hint", _single_ii, floor_hint, FLOOR_HINT),
     Phase("sweep", _narrow, sweep, SWEEP),
     Phase("bisection", _monotone, bisection, BISECT),
@@ -1204,6 +1219,8 @@ def refute_below(ctx: Context, lo: int, ii: int) -> bool:
     found by a probe is optimal. Refuting is often quick where finding was slow."""
     if lo >= ii:
         return lo == ii
+    if not ctx.memory_may_refute(ii - 1):
+        return False
     until = ctx.work.until(REFUTE.units(ctx.options.work))
     refuted = _memory_solve(ctx, lo, ii - 1, until)[2] == cp_model.INFEASIBLE
     if refuted:

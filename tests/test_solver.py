@@ -219,6 +219,30 @@ def test_memory_relaxation_proves_b200_two_subtiles_miss_the_tensor_core_bound()
     assert floor == 548 and schedule.ii == 548
 
 
+def test_the_memory_relaxation_is_not_rerun_where_it_has_held_a_schedule():
+    """On a monotone problem the memory relaxation's feasible IIs are closed upwards (design.md §3.1e: the stretch maps
+    its families one by one), so once it has a schedule at II x no later window at or above x runs it, and
+    ``refute_below`` does not try it there; below x, and on a problem that is not monotone, it still runs."""
+    from twill.solver.phases import WINDOW_PHASES, Window, memory_bound, memory_relaxation, refute_below
+    from twill.solver.run import Budget
+
+    ctx = _context(problem("gemm", "b200"))
+    assert ctx.monotone and ctx.memory_may_refute(548)
+    memory_relaxation(ctx, Window(548, 600), Budget(share=0, at_least=30))
+    assert ctx.memory_feasible == 548
+    assert not ctx.memory_may_refute(548) and not ctx.memory_may_refute(900) and ctx.memory_may_refute(547)
+    ctx.new_window(Window(700, 800))
+    assert not WINDOW_PHASES[0].applies(ctx) and WINDOW_PHASES[0].name == "memory_relaxation"
+    spent = ctx.work.spent
+    assert not refute_below(ctx, 600, 700) and ctx.work.spent == spent  # no solve
+    # the claim it rests on, at an II far above: the relaxation has a schedule there too
+    floor, schedule = memory_bound(ctx, Window(900, 900), ctx.work.until(10))
+    assert floor == 900 and schedule.ii == 900
+    fa4 = _context(problem("fa_fwd", "b200", subtiles=2, block_m=256, s_frags=4, split_p=3, o_chunks=2, emu=0.125))
+    fa4.memory_feasible = 2446
+    assert not fa4.monotone and fa4.memory_may_refute(3000)
+
+
 def test_the_memory_relaxation_decides_on_one_worker():
     """The memory relaxation's satisfaction solves run one worker with CP-SAT's restarts (design.md §3, "Short
     decisions run on one worker"): interleaved search bills whole one-unit tasks. FA forward, 2 sub-tiles, b200: the

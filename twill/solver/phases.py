@@ -44,7 +44,7 @@ from twill.problem import Problem
 from twill.solver import hints
 from twill.solver.assemble import Assignment
 from twill.solver.groupings import decide_by_groupings
-from twill.solver.model import ScheduleModel, build_model
+from twill.solver.model import ScheduleModel, build_model, upper
 from twill.solver.run import (
     SEARCH_AND_BOUND,
     Budget,
@@ -1088,14 +1088,16 @@ def improve(ctx: Context, w: Window, budget: Budget) -> Outcome:
         return Outcome(Verdict.UNDECIDED, w.lo)
     v = build_model(ctx.problem, ctx.options, w.lo, max(w.hi, ctx.upper.ii), symmetry=False)
     hint_completed(ctx, v, ctx.upper)
-    v.m.minimize(v.ii)
+    only = _neighbourhoods_only(ctx.options)
+    weight = upper(v.length) + 1 if only else 1
+    v.m.minimize(v.ii * weight + v.length if only else v.ii)
     s = ctx.solver(budget.units(ctx.options.work))
-    s.parameters.use_lns_only = _neighbourhoods_only(ctx.options)
-    status = s.solve(v.m, Progress(ctx.options.progress, "II", ctx.work))
+    s.parameters.use_lns_only = only
+    status = s.solve(v.m, Progress(ctx.options.progress, "II", ctx.work, weight))
     if status not in FEASIBLE:
         return Outcome(Verdict.UNDECIDED, w.lo)
     found = Found(v, s)
-    floor = found.ii if status == cp_model.OPTIMAL else max(w.lo, math.ceil(s.best_objective_bound))
+    floor = found.ii if status == cp_model.OPTIMAL else max(w.lo, math.ceil(s.best_objective_bound) // weight)
     ctx.refuted(w.lo, floor - 1, "CP-SAT (the joint model, from the best schedule)")
     return Outcome(Verdict.FOUND, floor, found)
 

@@ -11,6 +11,7 @@ Only the wall-clock cap (``--time-limit``) depends on the machine: when it stops
 
 from __future__ import annotations
 
+import math
 import os
 import time
 from collections.abc import Iterator
@@ -283,13 +284,16 @@ def attempts(first: float, until: float, work: Work, seed: int = 0, growth: floa
 
 
 class Progress(cp_model.CpSolverSolutionCallback):
-    """Reports each improving solution: phase, incumbent, proven bound, elapsed wall seconds."""
+    """Reports each improving solution: phase, incumbent, proven bound, elapsed wall seconds. ``scale`` is the
+    weight of the reported quantity in a lexicographic objective (quantity x scale + tie-breaker < scale), so the
+    report shows the quantity, not the weighted sum."""
 
-    def __init__(self, report, phase: str, work: Work) -> None:
+    def __init__(self, report, phase: str, work: Work, scale: int = 1) -> None:
         super().__init__()
-        self.report, self.phase, self.work = report, phase, work
+        self.report, self.phase, self.work, self.scale = report, phase, work, scale
 
     def on_solution_callback(self) -> None:
         if self.report:
-            self.report(f"  {self.phase}: incumbent {self.objective_value:.0f}, bound {self.best_objective_bound:.0f}, "
-                        f"{self.work.seconds():.1f}s")
+            incumbent = int(round(self.objective_value)) // self.scale
+            bound = math.ceil(self.best_objective_bound) // self.scale
+            self.report(f"  {self.phase}: incumbent {incumbent}, bound {bound}, {self.work.seconds():.1f}s")

@@ -951,3 +951,14 @@ def test_rounded_register_cut_counts_whole_values(monkeypatch):
     monkeypatch.undo()
     sched = solve(p, SolveOptions(workers=1, time_limit=60))
     assert sched.ii == 165 and sched.status == "optimal" and validate(p, sched) == []
+
+
+def test_the_leading_bound_of_a_lexicographic_objective():
+    """CP-SAT bounds the whole of q x scale + t (0 <= t < scale); the floor on q is floor(ceil(bound) / scale): a
+    bound of 999 admits q = 9 with t = 99, one of 999.2 does not (the objective is whole)."""
+    from twill.solver.run import leading_bound
+
+    assert leading_bound(999, 100) == 9
+    assert leading_bound(999.2, 100) == 10
+    assert leading_bound(1000, 100) == 10
+    assert leading_bound(2446.0, 1) == 2446

@@ -53,6 +53,7 @@ from twill.solver.run import (
     Work,
     attempts,
     decision_solver,
+    leading_bound,
     solver,
     worker_count,
 )
@@ -1088,16 +1089,16 @@ def improve(ctx: Context, w: Window, budget: Budget) -> Outcome:
         return Outcome(Verdict.UNDECIDED, w.lo)
     v = build_model(ctx.problem, ctx.options, w.lo, max(w.hi, ctx.upper.ii), symmetry=False)
     hint_completed(ctx, v, ctx.upper)
-    only = _neighbourhoods_only(ctx.options)
-    weight = upper(v.length) + 1 if only else 1
-    v.m.minimize(v.ii * weight + v.length if only else v.ii)
+    lns_only = _neighbourhoods_only(ctx.options)
+    weight = upper(v.length) + 1 if lns_only else 1  # ties in II broken by length only on the neighbourhoods
+    v.m.minimize(v.ii * weight + v.length if lns_only else v.ii)  # II alone: the pinned model as measured before
     s = ctx.solver(budget.units(ctx.options.work))
-    s.parameters.use_lns_only = only
+    s.parameters.use_lns_only = lns_only
     status = s.solve(v.m, Progress(ctx.options.progress, "II", ctx.work, weight))
     if status not in FEASIBLE:
         return Outcome(Verdict.UNDECIDED, w.lo)
     found = Found(v, s)
-    floor = found.ii if status == cp_model.OPTIMAL else max(w.lo, math.ceil(s.best_objective_bound) // weight)
+    floor = found.ii if status == cp_model.OPTIMAL else max(w.lo, leading_bound(s.best_objective_bound, weight))
     ctx.refuted(w.lo, floor - 1, "CP-SAT (the joint model, from the best schedule)")
     return Outcome(Verdict.FOUND, floor, found)
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from ortools.sat.python import cp_model, cp_model_helper
 
-__all__ = ["Budget", "Work", "Solver", "solver", "decision_solver", "worker_count", "attempts", "Progress",
+__all__ = ["Budget", "Work", "Solver", "solver", "decision_solver", "worker_count", "attempts", "Progress", "leading_bound",
            "SEARCH_AND_BOUND", "RESTARTS", "has_hint"]
 
 # Two subsolvers that together both find and refute: the LP-heavy search and restarts (used when
@@ -295,5 +295,11 @@ class Progress(cp_model.CpSolverSolutionCallback):
     def on_solution_callback(self) -> None:
         if self.report:
             incumbent = int(round(self.objective_value)) // self.scale
-            bound = math.ceil(self.best_objective_bound) // self.scale
+            bound = leading_bound(self.best_objective_bound, self.scale)
             self.report(f"  {self.phase}: incumbent {incumbent}, bound {bound}, {self.work.seconds():.1f}s")
+
+
+def leading_bound(bound: float, scale: int) -> int:
+    """The floor on the leading quantity q of an objective q x scale + t with 0 <= t < scale, from CP-SAT's bound on
+    the whole: q x scale >= bound - t > bound - scale, so q >= floor(ceil(bound) / scale)."""
+    return math.ceil(bound) // scale

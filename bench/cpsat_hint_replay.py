@@ -54,7 +54,10 @@ s.parameters.max_deterministic_time = units
 s.parameters.merge_text_format(HINT_SAFE_FIXED if extra == "swap" else extra)
 if sys.argv[7]:
     s.parameters.random_seed = int(sys.argv[7])
-status = s.solve(m)
+class Seen(cp_model.CpSolverSolutionCallback):  # reads what twill's progress lines read
+    def on_solution_callback(self) -> None:
+        self.last = (self.objective_value, self.best_objective_bound)
+status = s.solve(m, Seen() if sys.argv[8] == "1" else None)
 found = status in (cp_model.OPTIMAL, cp_model.FEASIBLE)
 print(s.status_name(status), f"{s.response_proto.deterministic_time:.2f}", int(s.objective_value) if found else "-")
 """
@@ -72,13 +75,16 @@ def main(argv: list[str] | None = None) -> int:
                     "(what reading model.proto.solution_hint leaves; CP-SAT runs its hint phase on it)")
     ap.add_argument("--params", default="", help="more CP-SAT parameters in text format, or 'swap' for twill's "
                     "replacement of the fixed subsolver (run.HINT_SAFE_FIXED)")
+    ap.add_argument("--callback", action="store_true", help="a solution callback that reads the objective and its "
+                    "bound on each solution, as twill's progress lines do")
     ap.add_argument("--seed", default="", help="CP-SAT's random_seed (twill's solves use 0; default: CP-SAT's own)")
     args = ap.parse_args(argv)
     print("| run | workers | hint_conflict_limit | hint | status | units | objective |")
     print("|---|---|---|---|---|---|---|")
     for k in range(args.runs):
         out = subprocess.run([sys.executable, "-c", _RUN, args.model, str(args.workers), str(args.hcl), str(args.units),
-                              "empty" if args.empty_hint else "0" if args.no_hint else "1", args.params, args.seed], capture_output=True, text=True, timeout=3600)
+                              "empty" if args.empty_hint else "0" if args.no_hint else "1", args.params, args.seed,
+                              "1" if args.callback else "0"], capture_output=True, text=True, timeout=3600)
         if out.returncode == 0:
             status, units, objective = out.stdout.split()
         else:

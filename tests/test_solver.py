@@ -344,11 +344,13 @@ def test_improvement_lowers_a_schedule_in_hand_from_its_own_ii():
     assert sched.ii == out.found.ii and validate(p, sched) == []
 
 
-def test_improvement_keeps_the_full_portfolio_where_the_groups_are_pinned():
-    """With the warp groups pinned (here Triton's producer/consumer split) the improvement keeps CP-SAT's whole
-    portfolio, whose full-problem subsolvers also raise the floor: from the split's own schedule at 6825 it lowers
-    II and proves a bound above the tensor cores' 2048 (the split cannot reach it: 5021 >= 2264 in 6 units)."""
+def test_improvement_lowers_pinned_groups_on_the_neighbourhoods():
+    """With the warp groups pinned (here Triton's producer/consumer split) the improvement runs, as where they are
+    free, on CP-SAT's neighbourhood workers alone with II first and length as the tie-breaker: from the split's own
+    schedule at 6825 it reaches 4285 in 6 units (on the whole portfolio: 6825 with the tie-breaker, 5021 on II alone;
+    session 58), and the floor it reports stays above the tensor cores' 2048 (the split cannot reach it)."""
     from twill.solver import hints
+    from twill.solver.model import upper
     from twill.solver.phases import Context, Verdict, Window, improve
     from twill.solver.run import Budget, Work
     from twill.solver.strategies import producer_consumer_split
@@ -359,8 +361,10 @@ def test_improvement_keeps_the_full_portfolio_where_the_groups_are_pinned():
     incumbent = _triton_split_schedule(p)
     ctx.upper = hints.from_schedule(p, incumbent)
     out = improve(ctx, Window(2048, incumbent.ii - 1), Budget(share=0, at_least=6))
-    assert not out.found.solver.parameters.use_lns_only
-    assert out.verdict is Verdict.FOUND and 2048 < out.floor <= out.found.ii < incumbent.ii
+    assert out.found.solver.parameters.use_lns_only
+    assert out.verdict is Verdict.FOUND and 2048 < out.floor <= out.found.ii <= 4285 < incumbent.ii
+    v, s = out.found.model, out.found.solver
+    assert divmod(round(s.objective_value), upper(v.length) + 1) == (out.found.ii, s.value(v.length))
 
 
 def test_the_elastic_model_pulls_a_relaxation_schedule_into_the_full_model():
@@ -962,3 +966,23 @@ def test_the_leading_bound_of_a_lexicographic_objective():
     assert leading_bound(999.2, 100) == 10
     assert leading_bound(1000, 100) == 10
     assert leading_bound(2446.0, 1) == 2446
+
+
+def test_a_quiet_solve_attaches_no_solution_callback():
+    """CP-SAT 9.15 aborted more often with a Python solution callback on its worker threads (session 58), so the
+    progress callback is attached only where progress is printed; it then reports II, not the weighted objective."""
+    from ortools.sat.python import cp_model
+
+    from twill.solver.run import Progress, Work, solver, watching
+
+    work = Work.starting_now(60, 10.0)
+    assert watching(None, "II", work) is None
+    said: list[str] = []
+    m = cp_model.CpModel()
+    ii, length = m.new_int_var(5, 9, "ii"), m.new_int_var(0, 99, "length")
+    m.add(ii + length >= 12)
+    m.minimize(ii * 100 + length)
+    callback = watching(said.append, "II", work, 100)
+    assert isinstance(callback, Progress)
+    assert solver(work, 1.0, 1).solve(m, callback) == cp_model.OPTIMAL
+    assert said[-1].startswith("  II: incumbent 5, bound 5")

@@ -48,13 +48,13 @@ from twill.solver.model import ScheduleModel, build_model, upper
 from twill.solver.run import (
     SEARCH_AND_BOUND,
     Budget,
-    Progress,
     Solver,
     Work,
     attempts,
     decision_solver,
     leading_bound,
     solver,
+    watching,
     worker_count,
 )
 from twill.solver.strategies import producer_consumer_split
@@ -452,7 +452,7 @@ def full_window(ctx: Context, w: Window, budget: Budget) -> Outcome:
     if status is None:
         sliced = s if s is not None and _holds_schedule(s) else None
         s = ctx.solver(budget.units(ctx.options.work))
-        status = s.solve(v.m, Progress(ctx.options.progress, "II", ctx.work))
+        status = s.solve(v.m, watching(ctx.options.progress, "II", ctx.work))
         if sliced is not None and (status not in FEASIBLE or sliced.value(v.ii) < s.value(v.ii)):
             s, status = sliced, cp_model.FEASIBLE  # the slice's schedule, which the plain solve did not keep
     if status == cp_model.INFEASIBLE:
@@ -536,7 +536,7 @@ def _try_hint(ctx: Context, v: ScheduleModel, a: Assignment, budget: Budget,
     else:
         hints.hint(v, a)
     s = ctx.solver(budget.units(ctx.options.work))
-    status = s.solve(v.m, Progress(ctx.options.progress, "II", ctx.work))
+    status = s.solve(v.m, watching(ctx.options.progress, "II", ctx.work))
     if status in (cp_model.OPTIMAL, cp_model.INFEASIBLE) or ctx.work.left() <= 0:
         return s, status
     if status == cp_model.FEASIBLE:
@@ -1079,40 +1079,35 @@ IMPROVE_OPS = 40
 
 
 def improve(ctx: Context, w: Window, budget: Budget) -> Outcome:
-    """The joint model over [lo, the best schedule's II] minimising II, started from that schedule
-    as a complete hint at its own II: a solution from the first node, which CP-SAT's LNS workers
-    then lower step by step. A window that stops below the best schedule has no solution to improve,
-    and on large bodies (40-80 ops) no search of any window at the floor finds one in its budget
-    (docs/benchmarks_notes.md, session 15). Without symmetry breaking, which the schedule may not
-    meet; a relaxation of the model with it, so CP-SAT's bound is still a floor."""
+    """The joint model over [lo, the best schedule's II] started from that schedule as a complete hint at its own
+    II: a solution from the first node, which CP-SAT's neighbourhood (LNS) workers lower step by step. A window that
+    stops below the best schedule has no solution to improve, and on large bodies (40-80 ops) no search of any window
+    at the floor finds one in its budget (docs/benchmarks_notes.md, session 15).
+
+    The objective is II, then length (II x W + length, W above any length): a neighbourhood worker accepts only a
+    strictly better objective, so with II alone one that shortens the schedule at the same II is no move (free
+    groups: two-tile FA h100 from 6825 reaches 2048 where II alone ended at 2960). The neighbourhoods alone: a
+    full-problem subsolver spends its share on a model it cannot move, while each neighbourhood fixes most of the
+    schedule and re-solves the rest (6 of 7 large tuned rows lower on half the work, session 54; with the tie-breaker
+    also where the groups are pinned: FA4's roles 3793 -> 2633 in 15 units, against 2697 on the whole portfolio and
+    3038 there with II alone; sessions 53-58). Their bound comes from presolve and the LP, so the phase's floor is
+    mostly the window's. Without symmetry breaking, which the schedule may not meet: a relaxation of the model with
+    it, so CP-SAT's bound is still a floor."""
     if ctx.upper is None:
         return Outcome(Verdict.UNDECIDED, w.lo)
     v = build_model(ctx.problem, ctx.options, w.lo, max(w.hi, ctx.upper.ii), symmetry=False)
     hint_completed(ctx, v, ctx.upper)
-    lns_only = _neighbourhoods_only(ctx.options)
-    weight = upper(v.length) + 1 if lns_only else 1  # ties in II broken by length only on the neighbourhoods
-    v.m.minimize(v.ii * weight + v.length if lns_only else v.ii)  # II alone: the pinned model as measured before
+    weight = upper(v.length) + 1  # II first, ties broken by length (lexicographic: length < weight)
+    v.m.minimize(v.ii * weight + v.length)
     s = ctx.solver(budget.units(ctx.options.work))
-    s.parameters.use_lns_only = lns_only
-    status = s.solve(v.m, Progress(ctx.options.progress, "II", ctx.work, weight))
+    s.parameters.use_lns_only = True  # the neighbourhoods alone (above)
+    status = s.solve(v.m, watching(ctx.options.progress, "II", ctx.work, weight))
     if status not in FEASIBLE:
         return Outcome(Verdict.UNDECIDED, w.lo)
     found = Found(v, s)
     floor = found.ii if status == cp_model.OPTIMAL else max(w.lo, leading_bound(s.best_objective_bound, weight))
     ctx.refuted(w.lo, floor - 1, "CP-SAT (the joint model, from the best schedule)")
     return Outcome(Verdict.FOUND, floor, found)
-
-
-def _neighbourhoods_only(options: SolveOptions) -> bool:
-    """Whether the improvement runs on CP-SAT's neighbourhood (LNS) workers alone: where the search chooses the warp
-    groups. There a full-problem subsolver of the portfolio spends its share on a model of 40-80 ops it cannot move,
-    while each neighbourhood fixes most of the schedule and re-solves the rest: from the same schedules, half the work
-    on the neighbourhoods alone ended lower on 6 of 7 large tuned rows (random-handoff-16026 4999 against 5543,
-    random-regs-16010 7219 against 8079; random-tmem-16007 4094 against 4002). Where the groups are pinned (a
-    strategy, FA4's roles) the model is small enough for the full-problem subsolvers to make the jump: FA4 pinned
-    ended at 3482 on the neighbourhoods alone against 3038 on the portfolio (docs/benchmarks_notes.md, sessions 53,
-    54). The neighbourhoods prove no bound, so the phase's floor stays the window's there."""
-    return not options.fixed_groups
 
 
 def hint_completed(ctx: Context, v: ScheduleModel, a: Assignment) -> None:

@@ -299,6 +299,15 @@ class Progress(cp_model.CpSolverSolutionCallback):
             self.report(f"  {self.phase}: incumbent {incumbent}, bound {bound}, {self.work.seconds():.1f}s")
 
 
+def watching(report, phase: str, work: Work, scale: int = 1) -> Progress | None:
+    """A ``Progress`` callback where progress is reported, else none. CP-SAT 9.15 corrupts its heap now and then in a
+    hinted two-worker interleaved solve, and a Python solution callback (run on its worker threads) makes that
+    likelier: FA4's improvement solve at 75 units, replayed, aborted the process in 2 of 4 runs with one attached and
+    in 1 of 8 without (docs/benchmarks_notes.md, session 58). So a quiet solve attaches none; the answer is the same
+    either way (interleaved search is deterministic)."""
+    return Progress(report, phase, work, scale) if report else None
+
+
 def leading_bound(bound: float, scale: int) -> int:
     """The floor on the leading quantity q of an objective q x scale + t with 0 <= t < scale, from CP-SAT's bound on
     the whole: q x scale >= bound - t > bound - scale, so q >= floor(ceil(bound) / scale)."""

@@ -55,7 +55,7 @@ from twill.solver.phases import (
     refute_below,
     staged_descent,
 )
-from twill.solver.run import Budget, Progress, Work, solver
+from twill.solver.run import Budget, Work, solver, watching
 from twill.solver.sequential import sequential_witness
 from twill.solver.strategies import consumer_components, producer_consumer_split
 from twill.solver.structure import propose_grouping, structure_floor
@@ -572,7 +572,7 @@ def _minimise(ctx: Context, v: ScheduleModel, name: str, solution: list[int]) ->
     while ctx.work.spent < until and ctx.work.left() > 0:
         hints.hint_solution(v, solution)
         s = ctx.solver(min(STALL, until - ctx.work.spent))
-        status = s.solve(v.m, Progress(o.progress, name, ctx.work))
+        status = s.solve(v.m, watching(o.progress, name, ctx.work))
         if status not in FEASIBLE:
             break
         value = int(s.objective_value)

@@ -14,14 +14,14 @@ from __future__ import annotations
 import math
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
 from ortools.sat.python import cp_model, cp_model_helper
 
-__all__ = ["Budget", "Work", "Solver", "solver", "decision_solver", "worker_count", "attempts", "Progress", "leading_bound",
-           "SEARCH_AND_BOUND", "RESTARTS", "has_hint"]
+__all__ = ["Budget", "Work", "Solver", "solver", "decision_solver", "worker_count", "attempts", "Progress", "watching",
+           "leading_bound", "SEARCH_AND_BOUND", "RESTARTS", "has_hint"]
 
 # Two subsolvers that together both find and refute: the LP-heavy search and restarts (used when
 # there are exactly two workers; larger machines keep CP-SAT's own portfolio, which holds both).
@@ -288,18 +288,17 @@ class Progress(cp_model.CpSolverSolutionCallback):
     weight of the reported quantity in a lexicographic objective (quantity x scale + tie-breaker < scale), so the
     report shows the quantity, not the weighted sum."""
 
-    def __init__(self, report, phase: str, work: Work, scale: int = 1) -> None:
+    def __init__(self, report: Callable[[str], None], phase: str, work: Work, scale: int = 1) -> None:
         super().__init__()
         self.report, self.phase, self.work, self.scale = report, phase, work, scale
 
     def on_solution_callback(self) -> None:
-        if self.report:
-            incumbent = int(round(self.objective_value)) // self.scale
-            bound = leading_bound(self.best_objective_bound, self.scale)
-            self.report(f"  {self.phase}: incumbent {incumbent}, bound {bound}, {self.work.seconds():.1f}s")
+        incumbent = int(round(self.objective_value)) // self.scale
+        bound = leading_bound(self.best_objective_bound, self.scale)
+        self.report(f"  {self.phase}: incumbent {incumbent}, bound {bound}, {self.work.seconds():.1f}s")
 
 
-def watching(report, phase: str, work: Work, scale: int = 1) -> Progress | None:
+def watching(report: Callable[[str], None] | None, phase: str, work: Work, scale: int = 1) -> Progress | None:
     """A ``Progress`` callback where progress is reported, else none. CP-SAT 9.15 corrupts its heap now and then in a
     hinted two-worker interleaved solve, and a Python solution callback (run on its worker threads) makes that
     likelier: FA4's improvement solve at 75 units, replayed, aborted the process in 2 of 4 runs with one attached and

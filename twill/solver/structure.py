@@ -47,7 +47,7 @@ from twill.problem import Problem, per_problem, read_time
 from twill.solver.model import group_relation, group_variables, isolate, upper
 from twill.solver.run import Budget, Work, decision_solver
 
-__all__ = ["StructureModel", "STRUCTURE_FAMILIES", "build_structure", "structure_floor", "propose_grouping", "cycle_edges",
+__all__ = ["StructureModel", "STRUCTURE_FAMILIES", "build_structure", "gallop", "structure_floor", "propose_grouping", "cycle_edges",
            "in_one_group", "StructureFloor"]
 
 MAX_CYCLES = 200  # dependence cycles enumerated for the hand-off recurrence family (any subset is valid)
@@ -374,29 +374,23 @@ def _decide(problem: Problem, options: SolveOptions, ii: int, work: Work, drop: 
     return decision_solver(work, PROBE.at_least).solve(s.m)
 
 
-def structure_floor(problem: Problem, options: SolveOptions, lo: int, hi: int, work: Work,
-                    until: float | None = None) -> StructureFloor | None:
-    """The least II in [lo, hi] that the structure relaxation does not refute (every family is monotone in II), or
-    None when it refutes nothing at ``lo``. Where a probe runs out of its budget, or the work mark ``until`` is
-    reached, the floor stays at the last refuted II + 1, so the result is always a valid bound.
+def gallop(decide: Callable[[int], int], lo: int, hi: int, more: Callable[[], bool]) -> tuple[int, bool] | None:
+    """(floor, decided) of a relaxation whose feasible IIs are closed upwards, ``decide`` giving its CP-SAT status at
+    one II: every II below the floor is refuted; ``decided`` False where a probe ran out of work or ``more`` ended
+    the search first, so the floor is only what was refuted. None when ``decide`` does not refute ``lo``.
 
     The probes gallop up from ``lo`` (steps of lo/``GALLOP_STEPS``, doubling after each refutation, never past the
     midpoint of what is left) until one is not refuted, then bisect. A refutation far below the least feasible II
     is cheap and one near it is not, and ``hi`` (the first schedule's II) is often twice the floor: bisecting from
     the middle spent the budget undecided on probes far above it (random-regs-16010-n56-h100 at 2 units: 3666 by
     bisection, 4008 galloping; docs/benchmarks_notes.md, session 51)."""
-    until = work.limit if until is None else until
-
-    def more() -> bool:
-        return work.left() > 0 and work.spent < until
-
-    if options.swp_only or lo > hi or not more() or _decide(problem, options, lo, work) != cp_model.INFEASIBLE:
+    if lo > hi or not more() or decide(lo) != cp_model.INFEASIBLE:
         return None
     refuted, top, decided = lo, hi + 1, True  # refuted: proven infeasible; top: feasible (or past hi)
     step: float = max(1, lo // GALLOP_STEPS)  # the gallop's next step; infinite once a probe was not refuted
     while top - refuted > 1 and more():
         mid = int(min(refuted + step, (refuted + top) // 2))
-        status = _decide(problem, options, mid, work)
+        status = decide(mid)
         if status == cp_model.INFEASIBLE:
             refuted, step = mid, 2 * step
             continue
@@ -405,9 +399,24 @@ def structure_floor(problem: Problem, options: SolveOptions, lo: int, hi: int, w
             top = mid
         else:  # undecided: what is proven so far stands
             top, decided = mid, False
-    if top - refuted > 1:
-        decided = False
-    floor = refuted + 1
+    return refuted + 1, decided and top - refuted <= 1
+
+
+def structure_floor(problem: Problem, options: SolveOptions, lo: int, hi: int, work: Work,
+                    until: float | None = None) -> StructureFloor | None:
+    """The least II in [lo, hi] that the structure relaxation does not refute (every family is monotone in II), or
+    None when it refutes nothing at ``lo``, found by ``gallop``. Where a probe runs out of its budget, or the work
+    mark ``until`` is reached, the floor stays at the last refuted II + 1, so the result is always a valid bound."""
+    until = work.limit if until is None else until
+
+    def more() -> bool:
+        return work.left() > 0 and work.spent < until
+
+    found = None if options.swp_only else gallop(lambda ii: _decide(problem, options, ii, work), lo, hi, more)
+    if found is None:
+        return None
+    floor, decided = found
+    refuted = floor - 1
     binding = tuple(name for name, _ in STRUCTURE_FAMILIES
                     if more() and _decide(problem, options, refuted, work, drop=(name,)) in
                     (cp_model.OPTIMAL, cp_model.FEASIBLE))

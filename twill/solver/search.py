@@ -60,14 +60,13 @@ from twill.solver.run import Budget, Work, solver, watching
 from twill.solver.sequential import sequential_witness
 from twill.solver.strategies import consumer_components, producer_consumer_split
 from twill.solver.structure import propose_grouping, structure_floor
-from twill.solver.unrolled import decide, unrolled_floor
+from twill.solver.unrolled import decide
 from twill.validate import validate
 
 __all__ = ["solve"]
 
 MODULO = Budget(share=0.05, at_least=2.0)  # the pure modulo optimum, a lower bound of the joint problem
 FLOOR = Budget(share=1 / 15, at_least=1.0)  # the structure relaxation's bisection, a lower bound too
-UNROLLED = Budget(share=1 / 10, at_least=1.0)  # the unrolled relaxation's gallop, another
 UNROLLED_CLOSE = Budget(share=1 / 5, at_least=3.0)  # its one probe under the improved schedule
 CONSTRUCT = Budget(share=0.0, at_least=2.0)  # a constructive first schedule, per attempt
 ADOPT = Budget(share=0.0, at_least=10.0)  # the heuristic's schedule as a solution of the full model
@@ -141,7 +140,6 @@ def solve(problem: Problem, options: SolveOptions | None = None) -> Schedule:
         ctx.work.found_first()  # a no-op where IMS's schedule, in hand earlier, already marked it
         ctx.report(f"first schedule, from {_source(incumbent)}, at II {incumbent.ii}")
     lb, why = _structure_floor(ctx, lb, why, sequential_ii(problem) if incumbent is None else incumbent.ii - 1)
-    lb, why = _unrolled_floor(ctx, lb, why, sequential_ii(problem) if incumbent is None else incumbent.ii - 1)
     incumbent = _better(ctx, incumbent, _structured(ctx, lb, incumbent))
     ctx.proposed = None if incumbent is None else incumbent.ii  # the improvement's gate (``_improvable``)
     incumbent = _better(ctx, incumbent, _pipelined(ctx, lb, incumbent))
@@ -188,29 +186,17 @@ def _structure_floor(ctx: Context, lb: int, why: str, cap: int) -> tuple[int, st
     return floor.ii, floor.sentence()
 
 
-def _unrolled_floor(ctx: Context, lb: int, why: str, cap: int) -> tuple[int, str]:
-    """The unrolled relaxation's least II (``twill.solver.unrolled``): below it no schedule of a few consecutive
-    iterations fits the units, in-order issue, hand-offs and the memories, whatever the registers."""
-    if cap < lb or ctx.options.swp_only:
-        return lb, why
-    floor = unrolled_floor(ctx.problem, ctx.options, lb, cap, ctx.work, ctx.work.until(UNROLLED.units(ctx.options.work)))
-    if floor is None or floor.ii <= lb:
-        return lb, why
-    ctx.refuted(lb, floor.ii - 1, "the unrolled relaxation")
-    ctx.report(f"lower bound II >= {floor.ii}: {floor.sentence()}")
-    return floor.ii, floor.sentence()
-
-
 def _unrolled_close(ctx: Context, lo: int, cap: int) -> int:
     """After the improvement phase, the unrolled relaxation at the II ``CLOSE`` under the improved schedule: refuted,
     every II up to it is (the relaxation's feasible IIs are closed upwards), the schedule is within ``CLOSE`` of
-    optimal and the windows start above it. The floor's gallop rarely gets near an improved schedule in its budget
-    (FA4's roles: 2546 -> at most 2585 in 3 units), and one probe at the target costs about what one there does
-    (2582: 3.5-5.6 units; docs/benchmarks_notes.md, session 59)."""
+    optimal and the windows start above it (FA4's roles: 2582 refuted in 3.5-5.6 units, where the joint model stays
+    undecided). Not as a floor before the first schedules: galloping there (1/10 of the work) raised the recurrence
+    rows' floors but switched their improvement phase off through its gate, and their schedules rose 2499 -> 2928
+    and 3202 -> 3452 (docs/benchmarks_notes.md, session 59)."""
     target = math.ceil(ctx.upper.ii / CLOSE) if ctx.upper is not None else 0
     if ctx.options.swp_only or not lo <= target <= cap or ctx.work.left() <= 0:
         return lo
-    if decide(ctx.problem, ctx.options, target, ctx.work, UNROLLED_CLOSE.units(ctx.options.work)) != cp_model.INFEASIBLE:
+    if decide(ctx.problem, ctx.options, target, lo, ctx.work, UNROLLED_CLOSE.units(ctx.options.work)) != cp_model.INFEASIBLE:
         return lo
     ctx.refuted(lo, target, "the unrolled relaxation")
     ctx.report(f"lower bound II >= {target + 1}: the unrolled relaxation refutes II {target}, "

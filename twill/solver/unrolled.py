@@ -59,11 +59,12 @@ class UnrolledModel:
     """The relaxation's model with its variables: each op's issue in iteration 0, its group (membership and
     label), each stored value's lifetime."""
 
-    def __init__(self, problem: Problem, options: SolveOptions, ii: int, copies: int) -> None:
+    def __init__(self, problem: Problem, options: SolveOptions, ii: int, copies: int, since: int) -> None:
         self.p, self.o, self.ii, self.m = problem, options, ii, cp_model.CpModel()
         self.copies = range(-copies, copies + 1)
-        # a schedule needs at most stage_bound stages (bounds.stage_bound), so two ops' issues lie within this
-        self.horizon = horizon = (stage_bound(problem, ii, not options.swp_only) + 2) * ii
+        # a schedule at II' needs at most stage_bound(II') stages (bounds.stage_bound), which only grows as II' falls:
+        # with the bound at ``since``, a schedule at any II' in [since, ii] stretched to ii (design.md §3.1g) fits
+        self.horizon = horizon = (stage_bound(problem, since, not options.swp_only) + 2) * ii
         self.start = {op.name: self.m.new_int_var(-horizon, horizon, f"start[{op.name}]") for op in problem.ops}
         self.m.add(self.start[problem.ops[0].name] == 0)  # a schedule moved in time is the same schedule
         self.groups = range(min(options.max_groups, len(problem.ops))) if not options.swp_only else range(0)
@@ -177,9 +178,11 @@ def _memories(u: UnrolledModel, staged: list[tuple[int, cp_model.IntVar]]) -> No
         u.m.add(sum(terms) + u.p.body.static_smem <= arch.limit("smem_bytes_per_cta"))
 
 
-def build_unrolled(problem: Problem, options: SolveOptions, ii: int, copies: int = COPIES) -> UnrolledModel:
-    """The unrolled relaxation at ``ii``: infeasible only where the joint problem is infeasible at every II <= ``ii``."""
-    u = UnrolledModel(problem, options, ii, copies)
+def build_unrolled(problem: Problem, options: SolveOptions, ii: int, since: int | None = None,
+                   copies: int = COPIES) -> UnrolledModel:
+    """The unrolled relaxation at ``ii``: infeasible only where the joint problem is infeasible at every II in
+    [``since``, ``ii``] (default: ``ii`` alone; the starts' horizon is the stage bound at ``since``)."""
+    u = UnrolledModel(problem, options, ii, copies, ii if since is None else min(since, ii))
     _groups(u)
     staged = _dependences(u)
     _in_order_issue(u)
@@ -188,9 +191,10 @@ def build_unrolled(problem: Problem, options: SolveOptions, ii: int, copies: int
     return u
 
 
-def decide(problem: Problem, options: SolveOptions, ii: int, work: Work, units: float = PROBE.at_least) -> int:
-    """The relaxation at ``ii`` on one worker within ``units``: INFEASIBLE refutes every II <= ``ii``."""
-    return solver(work, units, 1, linearization=PROBE_LP).solve(build_unrolled(problem, options, ii).m)
+def decide(problem: Problem, options: SolveOptions, ii: int, since: int, work: Work,
+           units: float = PROBE.at_least) -> int:
+    """The relaxation at ``ii`` on one worker within ``units``: INFEASIBLE refutes every II in [``since``, ``ii``]."""
+    return solver(work, units, 1, linearization=PROBE_LP).solve(build_unrolled(problem, options, ii, since).m)
 
 
 def unrolled_floor(problem: Problem, options: SolveOptions, lo: int, hi: int, work: Work,
@@ -198,6 +202,6 @@ def unrolled_floor(problem: Problem, options: SolveOptions, lo: int, hi: int, wo
     """The least II in [lo, hi] that the unrolled relaxation does not refute, galloping up from ``lo`` as the
     structure floor does (``structure.gallop``), or None when it refutes nothing at ``lo``."""
     until = work.limit if until is None else until
-    found = gallop(lambda ii: decide(problem, options, ii, work), lo, hi,
+    found = gallop(lambda ii: decide(problem, options, ii, lo, work), lo, hi,
                    lambda: work.left() > 0 and work.spent < until)
     return None if found is None else UnrolledFloor(*found)

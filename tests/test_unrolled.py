@@ -135,3 +135,17 @@ def test_the_search_with_fa4_roles_ends_within_two_percent():
     sched = solve(p, replace(options, workers=2, time_limit=600, work_limit=30))
     assert sched.ii <= 1.02 * sched.ii_lower_bound and sched.ii_lower_bound >= 2583, (sched.ii, sched.ii_lower_bound)
     assert len(sched.groups) == 5
+
+
+def test_show_prints_the_unrolled_floor(capsys):
+    """`twill show` on one-tile FA forward on b200: above the structure floor (1473) the unrolled relaxation refutes
+    more within its 5 units, and its floor stays below the schedule the search finds (1743)."""
+    import re
+
+    from twill.cli import main
+
+    assert main(["show", "fa_fwd", "--arch", "b200"]) == 0
+    out = capsys.readouterr().out
+    assert "warp-group structure: below II 1473" in out
+    found = re.search(r"the unrolled relaxation: below II (\d+) no schedule of 5 consecutive iterations", out)
+    assert found is not None and 1473 < int(found.group(1)) <= 1743, out[-600:]

@@ -150,6 +150,13 @@ def cmd_show(args: argparse.Namespace) -> int:
     floor = structure_floor(p, SolveOptions(workers=1, fixed_groups=pins), joint, sequential_ii(p), Work.starting_now(60.0, 5.0))
     if floor is not None and floor.ii > joint:
         print(floor.sentence() + ("" if floor.decided else " (probes cut short: it may lie higher)"))
+    from twill.solver.unrolled import unrolled_floor
+
+    # and of the unrolled relaxation (§3.1g), from there, 5 units at most
+    lo = max(joint, floor.ii if floor is not None else joint)
+    unrolled = unrolled_floor(p, SolveOptions(workers=1, fixed_groups=pins), lo, sequential_ii(p), Work.starting_now(60.0, 5.0))
+    if unrolled is not None and unrolled.ii > lo:
+        print(unrolled.sentence() + ("" if unrolled.decided else " (probes cut short: it may lie higher)"))
     return 0
 
 

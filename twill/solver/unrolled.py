@@ -19,7 +19,8 @@ refuting one II refutes every smaller one: a lower bound found by bisection, lik
 
 Measured: FA forward at FA4's granularity on b200 with FA4's roles pinned, 2633 found and 2546 the static bound:
 this relaxation refutes 2582 in about 4 units and 2625 in about 13 on one worker, where the joint model and the
-memory relaxation stay undecided at 2546-2600 after 10-40 (docs/benchmarks_notes.md, session 59).
+memory relaxation stay undecided at 2546-2600 after 10-40 (docs/benchmarks_notes.md, session 59). The search probes
+it once, 2% under the improved schedule (``search._unrolled_close``); ``twill show`` prints its floor.
 """
 
 from __future__ import annotations

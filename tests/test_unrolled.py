@@ -149,3 +149,43 @@ def test_show_prints_the_unrolled_floor(capsys):
     assert "warp-group structure: below II 1473" in out
     found = re.search(r"the unrolled relaxation: below II (\d+) no schedule of 5 consecutive iterations", out)
     assert found is not None and 1473 < int(found.group(1)) <= 1743, out[-600:]
+
+
+FA4_SCHEDULES = (("tests/data/fa4_pinned_2633.json", True), ("notebooks/data/fa4_pinned_2650.json", True),
+                 ("notebooks/data/fa4_free_2650.json", False))
+
+
+@pytest.mark.parametrize(("path", "pinned"), FA4_SCHEDULES)
+def test_fa4_schedules_are_solutions_of_the_relaxation(path, pinned):
+    """The validated FA4 schedules (the search's 2633 with FA4's roles, bench/fa4_probe.py's 2650 pinned and its
+    four-group 2650 free), their starts and groups fixed, are solutions of the relaxation with the horizon of the
+    static bound: what its refutations below them rest on."""
+    from pathlib import Path
+
+    from twill.validate import validate
+
+    p, options = _fa4_roles()
+    if not pinned:
+        options = SolveOptions(workers=1)
+    s = Schedule.read(Path(__file__).resolve().parents[1] / path)
+    assert s.body == p.body and validate(p, s) == []
+    assert not pinned or {o.id: o.group for o in s.ops} == dict(options.fixed_groups)  # FA4's five roles
+    assert _status(p, options, s.ii, s, since=lower_bound(p, options)) in FEASIBLE
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("pinned", "copies", "units"), [(True, 3, 60), (False, 2, 60)])
+def test_fa4_optimum_is_2633_with_the_roles_pinned_or_free(pinned, copies, units):
+    """Every II up to 2632 is refuted from the static bound (2546 pinned, 2446 free), and tests/data's 2633 schedule
+    has FA4's five roles: so 2633 is the optimum with FA4's roles pinned and with the groups free, and FA4's layout
+    loses nothing (issue 20). One worker, deterministic work (37.4 and 34.7 units measured, session 59)."""
+    p, options = _fa4_roles()
+    if not pinned:
+        options = SolveOptions(workers=1)
+    since = lower_bound(p, options)
+    assert since == (2546 if pinned else 2446)
+    u = build_unrolled(p, options, 2632, since, copies)
+    from twill.solver.run import solver
+
+    s = solver(Work.starting_now(3600, units), units, 1, linearization=2)
+    assert s.solve(u.m) == cp_model.INFEASIBLE

@@ -24,6 +24,7 @@ from twill.arch.registry import get_arch
 from twill.frontend.programs import load_program
 from twill.options import SolveOptions, pin_groups
 from twill.problem import Problem, build_problem
+from twill.schedule import Schedule
 from twill.solver import model as M
 from twill.solver.assemble import Assignment, assemble, copies_needed
 from twill.solver.hints import short_stage_bound
@@ -79,6 +80,16 @@ def values(v: M.ScheduleModel, s: cp_model.CpSolver) -> dict:
             "warps": [int(s.value(x)) for x in v.warps], "regs": [int(s.value(x)) for x in v.regs]}
 
 
+def to_schedule(problem: Problem, options: SolveOptions, ii: int, got: dict, seconds: float, proof: str) -> Schedule:
+    """The schedule of a joint-model solution at ``ii`` (``values``), assembled as the search assembles its own."""
+    used = sorted(set(got["groups"].values()))
+    assignment = Assignment(ii=ii, starts=got["starts"], groups=got["groups"],
+                            warps={g: got["warps"][g] for g in used}, regs={g: got["regs"][g] for g in used},
+                            copies={op.name: copies_needed(problem, got["starts"], ii, op.name) for op in problem.ops},
+                            objective_values={"ii": ii, "groups": len(used)})
+    return assemble(problem, options, assignment, optimal=False, proven_lb=0, proven={}, seconds=seconds, proof=proof)
+
+
 def probe(problem: Problem, options: SolveOptions, ii: int, seconds: float, min_groups: bool, tag: str,
           units: tuple[float, float] | None = None):
     """A validated schedule at ``ii``, or None; prints what each stage did (with ``units``, the deterministic work
@@ -101,14 +112,8 @@ def probe(problem: Problem, options: SolveOptions, ii: int, seconds: float, min_
     print(f"II {ii}: full model {sb.status_name(status)} ({_spent(sb, t0)}){groups}", flush=True)
     if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         return None
-    got = values(b, sb)
-    used = sorted(set(got["groups"].values()))
-    assignment = Assignment(ii=ii, starts=got["starts"], groups=got["groups"],
-                            warps={g: got["warps"][g] for g in used}, regs={g: got["regs"][g] for g in used},
-                            copies={op.name: copies_needed(problem, got["starts"], ii, op.name) for op in problem.ops},
-                            objective_values={"ii": ii, "groups": len(used)})
-    sched = assemble(problem, options, assignment, optimal=False, proven_lb=0, proven={}, seconds=time.time() - t0,
-                     proof=f"fixed-II probe at II {ii} ({tag} groups, stages <= {stages}); no bound proven here")
+    sched = to_schedule(problem, options, ii, values(b, sb), time.time() - t0,
+                        f"fixed-II probe at II {ii} ({tag} groups, stages <= {stages}); no bound proven here")
     broken = validate(problem, sched)
     print("  validator:", "every check passes" if not broken else "; ".join(map(str, broken[:3])))
     for g in sched.groups:

@@ -152,7 +152,7 @@ def test_show_prints_the_unrolled_floor(capsys):
 
 
 FA4_SCHEDULES = (("tests/data/fa4_pinned_2633.json", True), ("notebooks/data/fa4_pinned_2650.json", True),
-                 ("notebooks/data/fa4_free_2650.json", False))
+                 ("notebooks/data/fa4_free_2650.json", False), ("tests/data/fa4_free_2633.json", False))
 
 
 @pytest.mark.parametrize(("path", "pinned"), FA4_SCHEDULES)
@@ -189,3 +189,23 @@ def test_fa4_optimum_is_2633_with_the_roles_pinned_or_free(pinned, copies, units
 
     s = solver(Work.starting_now(3600, units), units, 1, linearization=2)
     assert s.solve(u.m) == cp_model.INFEASIBLE
+
+
+def test_fa4_free_optimum_folds_the_correction_into_the_other_softmax():
+    """The free schedule at 2633 (`bench/unrolled_probe.py --roles free --ii 2633 --since 2446 --units 20 --complete
+    20`: the relaxation's solution completed in the joint model) has four groups: FA4's load warp, an MMA warp issuing
+    Q·Kᵀ of both tiles and P·V of tile 0, and one softmax warpgroup per tile, each also holding the other tile's O
+    correction, tile 1's softmax warpgroup its own P·V too. Each softmax warpgroup is busy less than II, so the
+    merges are free at the optimum."""
+    from pathlib import Path
+
+    from twill.validate import validate
+
+    p, _ = _fa4_roles()
+    s = Schedule.read(Path(__file__).resolve().parents[1] / "tests/data/fa4_free_2633.json")
+    assert s.ii == 2633 and validate(p, s) == []
+    groups = {o.id: o.group for o in s.ops}
+    assert len(s.groups) == 4
+    assert groups["load_k"] == groups["load_v"] and groups["qk0"] == groups["qk1"] == groups["pv0a"]
+    assert groups["ldo1_0"] == groups["lds0"] and groups["ldo0_0"] == groups["lds1"] == groups["pv1a"]
+    assert all(sum(p.hold(n) for n in g.ops) < s.ii for g in s.groups)

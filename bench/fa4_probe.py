@@ -90,6 +90,15 @@ def to_schedule(problem: Problem, options: SolveOptions, ii: int, got: dict, sec
     return assemble(problem, options, assignment, optimal=False, proven_lb=0, proven={}, seconds=seconds, proof=proof)
 
 
+def checked(problem: Problem, sched: Schedule) -> bool:
+    """Whether the independent validator accepts ``sched``, printed with its groups."""
+    broken = validate(problem, sched)
+    print("  validator:", "every check passes" if not broken else "; ".join(map(str, broken[:3])))
+    for g in sched.groups:
+        print(f"  group {g.id}: {g.warps} warps x {g.regs_per_thread} regs: {' '.join(g.ops)}")
+    return not broken
+
+
 def probe(problem: Problem, options: SolveOptions, ii: int, seconds: float, min_groups: bool, tag: str,
           units: tuple[float, float] | None = None):
     """A validated schedule at ``ii``, or None; prints what each stage did (with ``units``, the deterministic work
@@ -114,11 +123,7 @@ def probe(problem: Problem, options: SolveOptions, ii: int, seconds: float, min_
         return None
     sched = to_schedule(problem, options, ii, values(b, sb), time.time() - t0,
                         f"fixed-II probe at II {ii} ({tag} groups, stages <= {stages}); no bound proven here")
-    broken = validate(problem, sched)
-    print("  validator:", "every check passes" if not broken else "; ".join(map(str, broken[:3])))
-    for g in sched.groups:
-        print(f"  group {g.id}: {g.warps} warps x {g.regs_per_thread} regs: {' '.join(g.ops)}")
-    return None if broken else sched
+    return sched if checked(problem, sched) else None
 
 
 def main() -> None:

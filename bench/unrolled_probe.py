@@ -31,10 +31,9 @@ from twill.problem import Problem, build_problem
 from twill.solver.model import build_model
 from twill.solver.run import Work, solver
 from twill.solver.unrolled import COPIES, UnrolledModel, build_unrolled
-from twill.validate import validate
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from fa4_probe import to_schedule, values  # noqa: E402
+from fa4_probe import checked, to_schedule, values  # noqa: E402
 
 PROGRAM = Path(__file__).resolve().parents[1] / "programs" / "fa_fwd.py"
 FA4 = {"subtiles": 2, "block_m": 256, "s_frags": 4, "split_p": 3, "o_chunks": 2, "emu": 0.125}
@@ -83,11 +82,7 @@ def complete(p: Problem, options: SolveOptions, ii: int, u: UnrolledModel, s: cp
         return
     sched = to_schedule(p, options, ii, values(v, full), time.time() - t,
                         f"the unrolled relaxation's solution at II {ii} completed in the joint model; no bound proven here")
-    broken = validate(p, sched)
-    print("  validator:", "every check passes" if not broken else "; ".join(map(str, broken[:3])))
-    for g in sched.groups:
-        print(f"  group {g.id}: {g.warps} warps x {g.regs_per_thread} regs: {' '.join(g.ops)}")
-    if out and not broken:
+    if checked(p, sched) and out:
         sched.write(out)
         print(f"  wrote {out}")
 

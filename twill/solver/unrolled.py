@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from ortools.sat.python import cp_model
 
 from twill.bounds import stage_bound
+from twill.ir import Carrier
 from twill.options import SolveOptions
 from twill.problem import Problem, read_time
 from twill.solver.model import group_relation, group_variables, isolate
@@ -38,7 +39,9 @@ from twill.solver.structure import gallop
 
 __all__ = ["COPIES", "UnrolledFloor", "UnrolledModel", "build_unrolled", "decide", "unrolled_floor"]
 
-COPIES = 2  # iterations written on each side of iteration 0: 5 in all (3 left 2582 undecided where 2 refuted it)
+# iterations written on each side of iteration 0: 5 in all. FA4's roles at 2582: refuted in 4.2 units with 2, 10.9
+# with 3; at 2632 only 3 refuted (37.4 units; 2 undecided at 40): more copies see more, each solve costs more
+COPIES = 2
 PROBE = Budget(share=0.0, at_least=3.0)  # one fixed-II decision, at most
 PROBE_LP = 2  # CP-SAT's LP level for it: its refutations came 1.5-2x cheaper than at level 1 (session 59)
 
@@ -124,6 +127,8 @@ def _dependences(u: UnrolledModel) -> list[tuple[int, cp_model.IntVar]]:
         if not u.groups or not (cost or hb or u.o.no_handoff):
             continue
         same = group_relation(u.m, u.group_of, e.src, e.dst, f"same[{e.src}->{e.dst}#{i}]")
+        if u.o.no_handoff and e.carrier is Carrier.REGISTERS and u.p.op(e.src).regs > 0:
+            u.m.add(same == 1)  # the option's restriction, as the joint model states it
         if cost:
             u.m.add(u.start[e.dst] + e.distance * u.ii >= u.start[e.src] + e.latency + cost).only_enforce_if(~same)
         if hb:

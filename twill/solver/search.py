@@ -189,7 +189,7 @@ def _structure_floor(ctx: Context, lb: int, why: str, cap: int) -> tuple[int, st
 def _unrolled_close(ctx: Context, lo: int, cap: int) -> int:
     """After the improvement phase, the unrolled relaxation at the II ``CLOSE`` under the improved schedule: refuted,
     every II up to it is (the relaxation's feasible IIs are closed upwards), the schedule is within ``CLOSE`` of
-    optimal and the windows start above it (FA4's roles: 2582 refuted in 3.5-5.6 units, where the joint model stays
+    optimal and the windows start above it (FA4's roles: 2582 refuted in 5.6 units, where the joint model stays
     undecided). Not as a floor before the first schedules: galloping there (1/10 of the work) raised the recurrence
     rows' floors but switched their improvement phase off through its gate, and their schedules rose 2499 -> 2928
     and 3202 -> 3452 (docs/benchmarks_notes.md, session 59)."""

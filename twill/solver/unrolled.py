@@ -18,8 +18,8 @@ its value) holds for these constraints too. So the relaxation's feasible IIs are
 refuting one II refutes every smaller one: a lower bound found by bisection, like the structure floor's.
 
 Measured: FA forward at FA4's granularity on b200 with FA4's roles pinned, 2633 found and 2546 the static bound:
-this relaxation refutes 2582 in about 4 units and 2625 in about 13 on one worker, where the joint model and the
-memory relaxation stay undecided at 2546-2600 after 10-40 (docs/benchmarks_notes.md, session 59). The search probes
+this relaxation refutes 2582 in 5.6 units and 2625 in 15.7 on one worker (``bench/unrolled_probe.py``), where the
+joint model and the memory relaxation stay undecided at 2546-2600 after 10-40 (docs/benchmarks_notes.md, session 59). The search probes
 it once, 2% under the improved schedule (``search._unrolled_close``); ``twill show`` prints its floor.
 """
 

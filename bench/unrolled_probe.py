@@ -30,7 +30,7 @@ from twill.options import SolveOptions, pin_groups
 from twill.problem import Problem, build_problem
 from twill.solver.model import build_model
 from twill.solver.run import Work, solver
-from twill.solver.unrolled import COPIES, UnrolledModel, build_unrolled
+from twill.solver.unrolled import COPIES, UnrolledModel, build_unrolled, hint_joint
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from fa4_probe import checked, to_schedule, values  # noqa: E402
@@ -68,12 +68,8 @@ def complete(p: Problem, options: SolveOptions, ii: int, u: UnrolledModel, s: cp
              out: str | None) -> None:
     """The joint model at ``ii`` hinted with the relaxation's starts (moved to begin at 0) and groups."""
     t = time.time()
-    starts = {n: s.value(x) for n, x in u.start.items()}
     v = build_model(p, options, ii, ii)
-    for n, x in v.start.items():
-        v.m.add_hint(x, starts[n] - min(starts.values()))
-    for n, x in v.group_of.items():
-        v.m.add_hint(x, s.value(u.group_of[n]))
+    hint_joint(v, u, s.value)
     full = solver(Work.starting_now(3600, units), units, 2)
     status = full.solve(v.m)
     print(f"  joint model at II {ii} from it: {full.status_name(status)} in {full.deterministic_time:.2f} units, "

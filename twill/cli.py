@@ -687,13 +687,15 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("estimate", help="whole-kernel time and TFLOP/s of a FlashAttention or GEMM schedule, "
                        "with its error band where kernels of that structure were measured")
     p.add_argument("schedule", help="a twill.schedule/1 JSON file of fa_fwd, fa_bwd or gemm")
-    p.add_argument("--batch", type=int, default=2)
-    p.add_argument("--heads", type=int, default=16)
-    p.add_argument("--seqlen", type=int, default=8192)
-    p.add_argument("--causal", action="store_true")
-    p.add_argument("--m", type=int, default=8192, help="GEMM rows of A and C (gemm schedules)")
-    p.add_argument("--n", type=int, default=8192, help="GEMM columns of B and C (gemm schedules)")
-    p.add_argument("--k", type=int, default=8192, help="GEMM reduction length (gemm schedules)")
+    p.add_argument("--batch", type=int, default=2, help="attention batch size (fa_fwd, fa_bwd; default 2)")
+    p.add_argument("--heads", type=int, default=16, help="attention heads (fa_fwd, fa_bwd; default 16)")
+    p.add_argument("--seqlen", type=int, default=8192,
+                   help="query and key length, the same for both (fa_fwd, fa_bwd; default 8192)")
+    p.add_argument("--causal", action="store_true",
+                   help="causal mask: each query block visits only the key blocks at or before it (fa_fwd, fa_bwd)")
+    p.add_argument("--m", type=int, default=8192, help="GEMM rows of A and C (gemm schedules; default 8192)")
+    p.add_argument("--n", type=int, default=8192, help="GEMM columns of B and C (gemm schedules; default 8192)")
+    p.add_argument("--k", type=int, default=8192, help="GEMM reduction length (gemm schedules; default 8192)")
     p.set_defaults(func=cmd_estimate)
 
     p = sub.add_parser("codegen", help="write a Gluon (Triton 3.6, Hopper) kernel and launcher from a schedule")

@@ -60,7 +60,7 @@ from twill.solver.run import Budget, Work, solver, watching
 from twill.solver.sequential import sequential_witness
 from twill.solver.strategies import consumer_components, producer_consumer_split
 from twill.solver.structure import propose_grouping, structure_floor
-from twill.solver.unrolled import decide
+from twill.solver.unrolled import PROBE_LP, build_unrolled, decide, hint_joint
 from twill.validate import validate
 
 __all__ = ["solve"]
@@ -68,6 +68,8 @@ __all__ = ["solve"]
 MODULO = Budget(share=0.05, at_least=2.0)  # the pure modulo optimum, a lower bound of the joint problem
 FLOOR = Budget(share=1 / 15, at_least=1.0)  # the structure relaxation's bisection, a lower bound too
 UNROLLED_CLOSE = Budget(share=1 / 5, at_least=3.0)  # its one probe under the improved schedule
+SEED = Budget(share=1 / 8, at_least=2.0)  # the improvement's seed: the relaxation's probe (a third at most) and its completion
+SEED_SLACK = 1.1  # the seed's II over the floor: room for the registers the relaxation leaves out
 CONSTRUCT = Budget(share=0.0, at_least=2.0)  # a constructive first schedule, per attempt
 ADOPT = Budget(share=0.0, at_least=10.0)  # the heuristic's schedule as a solution of the full model
 CANONICAL = Budget(share=0.0, at_least=5.0)  # the canonical pass (2 units when it starts warm)
@@ -202,6 +204,34 @@ def _unrolled_close(ctx: Context, lo: int, cap: int) -> int:
     ctx.report(f"lower bound II >= {target + 1}: the unrolled relaxation refutes II {target}, "
                f"{CLOSE - 1:.0%} under the improved schedule")
     return target + 1
+
+
+def _seeded(ctx: Context, lb: int, cap: int) -> Found | None:
+    """Where the improvement phase applies, a start for it below the best schedule: the unrolled relaxation's solution
+    at ``SEED_SLACK`` over the floor, completed in the joint model at that II (its starts and groups as hints). The
+    improvement's neighbourhoods keep most of the schedule they start from (docs/benchmarks_notes.md, session 35), and
+    the constructive schedules' groupings can be far from the best: on FA4 free the improvement ends at 3198 from them
+    and at 2633, the optimum, from the 2691 seed (session 60). A refutation at the seed's II is kept as one."""
+    target = math.ceil(lb * SEED_SLACK)
+    if not _improvable(ctx, lb) or ctx.options.swp_only or not lb <= target <= cap or ctx.work.left() <= 0:
+        return None
+    until = ctx.work.until(SEED.units(ctx.options.work))
+    relax = solver(ctx.work, (until - ctx.work.spent) / 3, 1, linearization=PROBE_LP)
+    u = build_unrolled(ctx.problem, ctx.options, target, lb)
+    status = relax.solve(u.m)
+    if status == cp_model.INFEASIBLE:
+        ctx.refuted(lb, target, "the unrolled relaxation")
+        ctx.report(f"lower bound II >= {target + 1}: the unrolled relaxation refutes II {target}")
+        return None
+    if status not in FEASIBLE or until - ctx.work.spent <= 0:
+        return None
+    v = build_model(ctx.problem, ctx.options, target, target)
+    hint_joint(v, u, relax.value)
+    s = ctx.solver(until - ctx.work.spent)
+    if s.solve(v.m) not in FEASIBLE:
+        return None
+    ctx.report(f"II {target}: the unrolled relaxation's solution completed in the joint model, the improvement's start")
+    return Found(v, s)
 
 
 def _better(ctx: Context, incumbent: Schedule | None, better: Schedule | None) -> Schedule | None:
@@ -426,11 +456,13 @@ def _search_ii(ctx: Context, lb: int, cap: int) -> _IIResult:
     pulled = _pulled(ctx, lb, cap)
     if pulled is not None:
         return _result(ctx, pulled, lb)
-    best: Found | None = None  # the improved, staged or descent's schedule
+    best = _seeded(ctx, lb, cap)  # then the improved, staged or descent's schedule
+    if best is not None:
+        ctx.upper, cap = hints.read(best.model, best.solver.value, budgets=True), best.ii - 1
     out = _improve(ctx, lb, cap)
     if out is not None:
-        lo, best = out.floor, out.found if out.found.ii <= cap else None
-        cap = cap if best is None else best.ii - 1
+        lo, best = out.floor, out.found if out.found.ii <= cap else best
+        cap = cap if best is None else min(cap, best.ii - 1)
         if lo > cap:  # CP-SAT's bound met the schedule (or the first schedule): every II below it is refuted
             return _IIResult(best, True, lo) if best is not None else _IIResult(None, False, lo, exhausted=True)
     improved = best is not None

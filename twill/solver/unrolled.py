@@ -25,6 +25,7 @@ it once, 2% under the improved schedule (``search._unrolled_close``); ``twill sh
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from ortools.sat.python import cp_model
@@ -33,7 +34,7 @@ from twill.bounds import stage_bound
 from twill.ir import Carrier
 from twill.options import SolveOptions
 from twill.problem import Problem, read_time
-from twill.solver.model import group_relation, group_variables, isolate
+from twill.solver.model import ScheduleModel, group_relation, group_variables, isolate
 from twill.solver.run import Budget, Work, solver
 from twill.solver.structure import gallop
 
@@ -201,6 +202,18 @@ def decide(problem: Problem, options: SolveOptions, ii: int, since: int, work: W
            units: float = PROBE.at_least) -> int:
     """The relaxation at ``ii`` on one worker within ``units``: INFEASIBLE refutes every II in [``since``, ``ii``]."""
     return solver(work, units, 1, linearization=PROBE_LP).solve(build_unrolled(problem, options, ii, since).m)
+
+
+def hint_joint(v: ScheduleModel, u: UnrolledModel, value: Callable[[cp_model.IntVar], int]) -> None:
+    """Hint the joint model ``v`` (at the relaxation's II) with a relaxation solution read by ``value``: every op's
+    start, moved so that the first begins at 0, and its group. The relaxation leaves registers and warps out, so the
+    joint model may still have to repair the rest, or find no schedule near it."""
+    starts = {n: value(x) for n, x in u.start.items()}
+    first = min(starts.values())
+    for n, x in v.start.items():
+        v.m.add_hint(x, starts[n] - first)
+    for n, x in v.group_of.items():
+        v.m.add_hint(x, value(u.group_of[n]))
 
 
 def unrolled_floor(problem: Problem, options: SolveOptions, lo: int, hi: int, work: Work,

@@ -19,7 +19,7 @@ from twill.schedule import Schedule
 from twill.solver import SolveOptions, solve
 from twill.solver.hints import first_use_labels
 from twill.solver.run import Work
-from twill.solver.unrolled import build_unrolled, decide, unrolled_floor
+from twill.solver.unrolled import build_unrolled, decide, registers_fit, unrolled_floor
 
 FEASIBLE = (cp_model.OPTIMAL, cp_model.FEASIBLE)
 SEEDS = range(30)
@@ -209,3 +209,56 @@ def test_fa4_free_optimum_folds_the_correction_into_the_other_softmax():
     assert groups["load_k"] == groups["load_v"] and groups["qk0"] == groups["qk1"] == groups["pv0a"]
     assert groups["ldo1_0"] == groups["lds0"] and groups["ldo0_0"] == groups["lds1"] == groups["pv1a"]
     assert all(sum(p.hold(n) for n in g.ops) < s.ii for g in s.groups)
+
+
+def test_the_improvements_seed_is_the_relaxation_completed_in_the_joint_model():
+    """FA4 free (static bound 2446, first schedules 4301 and above): the improvement phase's seed is the relaxation's
+    solution at ceil(1.1 x 2446) = 2691 with its starts and groups hinted into the joint model at that II, which
+    completes it; the schedule passes the validator. From this seed the improvement reaches 2633, the optimum, where
+    from the first schedules it ended at 3198 (docs/benchmarks_notes.md, session 60; the slow test below)."""
+    from twill.solver import search
+    from twill.solver.hints import from_schedule
+    from twill.solver.phases import Context
+    from twill.validate import validate
+
+    p, _ = _fa4_roles()
+    options = SolveOptions(workers=2, work_limit=30)
+    ctx = Context(p, options, Work.starting_now(600, 30))
+    ctx.upper, ctx.proposed = from_schedule(p, Schedule.read("tests/data/fa4_free_2633.json")), 4301
+    found = search._seeded(ctx, 2446, 4300)
+    assert found is not None and found.ii == 2691
+    sched = search._extract(p, options, found.model, found.solver.value, False, 2446, "", {}, 0.0)
+    assert validate(p, sched) == []
+    assert search._seeded(ctx, 2446, 2690) is None  # a seed must lie below the best schedule
+
+
+@pytest.mark.slow
+def test_the_search_with_free_groups_finds_the_optimum():
+    """`twill solve` on FA4's configuration with the groups free, at the default budget (30 units, two workers): the
+    seeded improvement ends at 2633, the II with FA4's roles pinned, proven optimal by the unrolled relaxation (the
+    2632 refutation above)."""
+    p, _ = _fa4_roles()
+    sched = solve(p, SolveOptions(workers=2, time_limit=600, work_limit=30))
+    assert sched.ii == 2633, (sched.ii, sched.ii_lower_bound)
+
+
+def test_the_seed_skips_a_solution_whose_registers_overflow_on_average():
+    """Two 33000-word register values, each read at least 1000 cycles after its producer's issue: at II 1000 they
+    need at least 66 M word-cycles, more than the file less the reserved registers (62464 words x 1000), so no
+    relaxation solution (registers left out) is a seed; at II 1100, read exactly 1000 cycles later, they fit."""
+    b = LoopBuilder("heavy")
+    for name, unit in (("a", "alu"), ("b", "fp32"), ("c", "mufu")):
+        b.op(name, kind="work", uses=[Use(unit=unit, offset=0, length=100)], latency=1000, issue_cycles=1,
+             issuer=Issuer.WARPGROUP, regs=0 if name == "c" else 33000)
+    b.edge("a", "b")
+    b.edge("b", "c")
+    p = build_problem(b.build(), get_arch("h100"))
+    fits = {}
+    for ii in (1000, 1100):
+        u = build_unrolled(p, SolveOptions(workers=1), ii, 1000)
+        for x, y in (("a", "b"), ("b", "c")) if ii == 1100 else ():  # each reader its producer's latency later
+            u.m.add(u.start[y] == u.start[x] + 1000)
+        s = cp_model.CpSolver()
+        assert s.solve(u.m) in FEASIBLE
+        fits[ii] = registers_fit(u, s.value)
+    assert fits == {1000: False, 1100: True}

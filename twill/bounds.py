@@ -310,15 +310,21 @@ def _resident_accumulators(problem: Problem, ii: int, life: dict[str, int]) -> N
             life[smallest] += short
 
 
+def register_capacity(problem: Problem) -> int:
+    """Register words every group's values can hold at once: the register file less the reserved registers of the
+    fewest warps the body can run on (its widest op's)."""
+    a = problem.arch
+    widest = max(op.min_warps for op in problem.ops)
+    return a.limit("regs_per_sm") - 32 * a.limit("regs_reserved_per_thread") * widest
+
+
 def _storage_excess(problem: Problem, ii: int) -> tuple[str, int, int] | None:
     """The first memory whose average demand exceeds its capacity at ``ii``, or None."""
     a = problem.arch
-    widest = max(op.min_warps for op in problem.ops)
     memories = (
         ("tmem", lambda op: op.tmem_cols, a.limit("tmem_cols")),
         ("smem", lambda op: op.smem_bytes, a.limit("smem_bytes_per_cta")),
-        ("registers", lambda op: op.regs,
-         a.limit("regs_per_sm") - 32 * a.limit("regs_reserved_per_thread") * widest),
+        ("registers", lambda op: op.regs, register_capacity(problem)),
     )
     for memory, size, capacity in memories:
         names = [op.name for op in problem.ops if size(op)]

@@ -60,7 +60,7 @@ from twill.solver.run import Budget, Work, solver, watching
 from twill.solver.sequential import sequential_witness
 from twill.solver.strategies import consumer_components, producer_consumer_split
 from twill.solver.structure import propose_grouping, structure_floor
-from twill.solver.unrolled import PROBE_LP, build_unrolled, decide, hint_joint
+from twill.solver.unrolled import PROBE_LP, build_unrolled, decide, hint_joint, registers_fit
 from twill.validate import validate
 
 __all__ = ["solve"]
@@ -211,9 +211,12 @@ def _seeded(ctx: Context, lb: int, cap: int) -> Found | None:
     at ``SEED_SLACK`` over the floor, completed in the joint model at that II (its starts and groups as hints). The
     improvement's neighbourhoods keep most of the schedule they start from (docs/benchmarks_notes.md, session 35), and
     the constructive schedules' groupings can be far from the best: on FA4 free the improvement ends at 3198 from them
-    and at 2633, the optimum, from the 2691 seed (session 60). A refutation at the seed's II is kept as one."""
+    and at 2633, the optimum, from the 2691 seed (session 60). What the seed brings is a grouping chosen with the
+    times, so not where every op's group is pinned (FA4's roles: the improvement reaches 2633 from the first schedule,
+    and the seed's units would be the close probe's). A refutation at the seed's II is kept as one."""
     target = math.ceil(lb * SEED_SLACK)
-    if not _improvable(ctx, lb) or ctx.options.swp_only or not lb <= target <= cap or ctx.work.left() <= 0:
+    pinned = len(dict(ctx.options.fixed_groups)) == len(ctx.problem.ops)
+    if not _improvable(ctx, lb) or ctx.options.swp_only or pinned or not lb <= target <= cap or ctx.work.left() <= 0:
         return None
     until = ctx.work.until(SEED.units(ctx.options.work))
     relax = solver(ctx.work, (until - ctx.work.spent) / 3, 1, linearization=PROBE_LP)
@@ -223,7 +226,7 @@ def _seeded(ctx: Context, lb: int, cap: int) -> Found | None:
         ctx.refuted(lb, target, "the unrolled relaxation")
         ctx.report(f"lower bound II >= {target + 1}: the unrolled relaxation refutes II {target}")
         return None
-    if status not in FEASIBLE or until - ctx.work.spent <= 0:
+    if status not in FEASIBLE or until - ctx.work.spent <= 0 or not registers_fit(u, relax.value):
         return None
     v = build_model(ctx.problem, ctx.options, target, target)
     hint_joint(v, u, relax.value)

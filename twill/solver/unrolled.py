@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 from ortools.sat.python import cp_model
 
-from twill.bounds import stage_bound
+from twill.bounds import register_capacity, stage_bound
 from twill.ir import Carrier
 from twill.options import SolveOptions
 from twill.problem import Problem, read_time
@@ -202,6 +202,22 @@ def decide(problem: Problem, options: SolveOptions, ii: int, since: int, work: W
            units: float = PROBE.at_least) -> int:
     """The relaxation at ``ii`` on one worker within ``units``: INFEASIBLE refutes every II in [``since``, ``ii``]."""
     return solver(work, units, 1, linearization=PROBE_LP).solve(build_unrolled(problem, options, ii, since).m)
+
+
+def registers_fit(u: UnrolledModel, value: Callable[[cp_model.IntVar], int]) -> bool:
+    """Whether a relaxation solution's register values fit the register file on average: each held at least from its
+    producer's issue to its last reader's issue (``bounds.register_capacity``; the relaxation leaves registers out).
+    Where they do not, the joint model cannot keep the solution and must move it far: FA4 free at 2691 needs 0.68 of
+    the file, random-regs-16010 at 4409 needs 3.6, and its completion finds nothing in 2.8 units (session 60)."""
+    p, ii = u.p, u.ii
+    starts = {n: value(x) for n, x in u.start.items()}
+    demand = 0
+    for op in p.ops:
+        ends = [starts[e.dst] + e.distance * ii for e in p.body.edges
+                if e.src == op.name and e.carrier is Carrier.REGISTERS]
+        if op.regs and ends:
+            demand += op.regs * (max(ends) - starts[op.name])
+    return demand <= register_capacity(p) * ii
 
 
 def hint_joint(v: ScheduleModel, u: UnrolledModel, value: Callable[[cp_model.IntVar], int]) -> None:

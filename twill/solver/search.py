@@ -68,13 +68,16 @@ __all__ = ["solve"]
 MODULO = Budget(share=0.05, at_least=2.0)  # the pure modulo optimum, a lower bound of the joint problem
 FLOOR = Budget(share=1 / 15, at_least=1.0)  # the structure relaxation's bisection, a lower bound too
 UNROLLED_CLOSE = Budget(share=1 / 5, at_least=3.0)  # its one probe under the improved schedule
-SEED = Budget(share=1 / 8, at_least=2.0)  # the improvement's seed: the relaxation's probe (a third at most) and its completion
 SEED_SLACK = 1.1  # the seed's II over the floor: room for the registers the relaxation leaves out
 CONSTRUCT = Budget(share=0.0, at_least=2.0)  # a constructive first schedule, per attempt
 ADOPT = Budget(share=0.0, at_least=10.0)  # the heuristic's schedule as a solution of the full model
 CANONICAL = Budget(share=0.0, at_least=5.0)  # the canonical pass (2 units when it starts warm)
 Value = Callable[[cp_model.LinearExprT], int]  # a solver's value function: variables and linear expressions
 RESERVE = 0.1  # of the work kept for the secondary objectives once a schedule is in hand
+# the improvement's seed, paid from that reserve so that it never cuts the II search: the relaxation's probe (a quarter:
+# away from its floor it decides in a fraction of a unit, FA4 free 0.62, random-units-16519 0.10) and its completion
+SEED = Budget(share=RESERVE, at_least=0.0)
+SEED_PROBE = 1 / 4
 EARLY_DESCENT = Budget(share=1 / 10, at_least=3.0, attempt=1.0)  # the descent before the windows
 # what the first window's phases leave for the descent and the undecided phases after it (``_first_window``)
 DESCENT_RESERVE = Budget(share=1 / 4, at_least=EARLY_DESCENT.at_least)
@@ -219,7 +222,7 @@ def _seeded(ctx: Context, lb: int, cap: int) -> Found | None:
     if not _improvable(ctx, lb) or ctx.options.swp_only or pinned or not lb <= target <= cap or ctx.work.left() <= 0:
         return None
     until = ctx.work.until(SEED.units(ctx.options.work))
-    relax = solver(ctx.work, (until - ctx.work.spent) / 3, 1, linearization=PROBE_LP)
+    relax = solver(ctx.work, SEED_PROBE * (until - ctx.work.spent), 1, linearization=PROBE_LP)
     u = build_unrolled(ctx.problem, ctx.options, target, lb)
     status = relax.solve(u.m)
     if status == cp_model.INFEASIBLE:
@@ -476,9 +479,10 @@ def _search_ii(ctx: Context, lb: int, cap: int) -> _IIResult:
     best: Found | None = None  # the improved, staged or descent's schedule
     before = ctx.work.spent
     seed = _seeded(ctx, lb, cap)
-    # the seed is paid from the secondary objectives' reserve: where it finds nothing, the II search that follows has
-    # the work it had without it, so its answer is the same (a lower II is worth more than a secondary proof)
-    ctx.work.limit = min(ctx.options.work, ctx.work.limit + ctx.work.spent - before)
+    # the seed is paid from the secondary objectives' reserve (it spends at most that, up to CP-SAT's overshoot of a
+    # deterministic limit): where it finds nothing, the II search that follows has the work it had without it, so its
+    # answer is the same (a lower II is worth more than a secondary objective's proof)
+    ctx.work.limit += ctx.work.spent - before
     out = _improve(ctx, lb, cap, seed)
     if out is not None:
         lo, best = out.floor, out.found if out.found.ii <= cap else None

@@ -456,7 +456,9 @@ def _improve(ctx: Context, lb: int, cap: int, seed: Found | None) -> Outcome | N
         else:
             ctx.upper = hints.read(first.found.model, first.found.solver.value, budgets=True)
         out = improve(ctx, Window(lb, cap + 1), half)
-        out = replace(out, floor=max(out.floor, first.floor))
+        # the lowest of the three: the second half may end without a solution where the work runs out
+        lowest = min((f for f in (out.found, first.found, seed) if f is not None), key=lambda f: f.ii)
+        out = Outcome(Verdict.FOUND, max(out.floor, first.floor), lowest)
     if out.found is None:
         return None
     if out.found.ii <= cap:

@@ -28,9 +28,10 @@ from twill.arch.registry import get_arch
 from twill.frontend.programs import load_program
 from twill.options import SolveOptions, pin_groups
 from twill.problem import Problem, build_problem
+from twill.solver.hints import hint
 from twill.solver.model import build_model
 from twill.solver.run import Work, solver
-from twill.solver.unrolled import COPIES, UnrolledModel, build_unrolled, hint_joint
+from twill.solver.unrolled import COPIES, UnrolledModel, build_unrolled, solution
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from fa4_probe import checked, to_schedule, values  # noqa: E402
@@ -69,7 +70,7 @@ def complete(p: Problem, options: SolveOptions, ii: int, u: UnrolledModel, s: cp
     """The joint model at ``ii`` hinted with the relaxation's starts (moved to begin at 0) and groups."""
     t = time.time()
     v = build_model(p, options, ii, ii)
-    hint_joint(v, u, s.value)
+    hint(v, solution(u, s.value))
     full = solver(Work.starting_now(3600, units), units, 2)
     status = full.solve(v.m)
     print(f"  joint model at II {ii} from it: {full.status_name(status)} in {full.deterministic_time:.2f} units, "

@@ -19,7 +19,7 @@ from twill.schedule import Schedule
 from twill.solver import SolveOptions, solve
 from twill.solver.hints import first_use_labels
 from twill.solver.run import Work
-from twill.solver.unrolled import build_unrolled, decide, registers_fit, unrolled_floor
+from twill.solver.unrolled import build_unrolled, decide, registers_fit, solution, unrolled_floor
 
 FEASIBLE = (cp_model.OPTIMAL, cp_model.FEASIBLE)
 SEEDS = range(30)
@@ -260,5 +260,5 @@ def test_the_seed_skips_a_solution_whose_registers_overflow_on_average():
             u.m.add(u.start[y] == u.start[x] + 1000)
         s = cp_model.CpSolver()
         assert s.solve(u.m) in FEASIBLE
-        fits[ii] = registers_fit(u, s.value)
+        fits[ii] = registers_fit(p, solution(u, s.value))
     assert fits == {1000: False, 1100: True}

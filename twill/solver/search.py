@@ -60,7 +60,7 @@ from twill.solver.run import Budget, Work, solver, watching
 from twill.solver.sequential import sequential_witness
 from twill.solver.strategies import consumer_components, producer_consumer_split
 from twill.solver.structure import propose_grouping, structure_floor
-from twill.solver.unrolled import PROBE_LP, build_unrolled, decide, hint_joint, registers_fit
+from twill.solver.unrolled import PROBE_LP, build_unrolled, decide, registers_fit, solution
 from twill.validate import validate
 
 __all__ = ["solve"]
@@ -229,10 +229,11 @@ def _seeded(ctx: Context, lb: int, cap: int) -> Found | None:
         ctx.refuted(lb, target, "the unrolled relaxation")
         ctx.report(f"lower bound II >= {target + 1}: the unrolled relaxation refutes II {target}")
         return None
-    if status not in FEASIBLE or until - ctx.work.spent <= 0 or not registers_fit(u, relax.value):
+    seed = solution(u, relax.value) if status in FEASIBLE else None
+    if seed is None or until - ctx.work.spent <= 0 or not registers_fit(ctx.problem, seed):
         return None
     v = build_model(ctx.problem, ctx.options, target, target)
-    hint_joint(v, u, relax.value)
+    hints.hint(v, seed)
     s = ctx.solver(until - ctx.work.spent)
     if s.solve(v.m) not in FEASIBLE:
         return None

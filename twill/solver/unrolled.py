@@ -19,8 +19,10 @@ refuting one II refutes every smaller one: a lower bound found by bisection, lik
 
 Measured: FA forward at FA4's granularity on b200 with FA4's roles pinned, 2633 found and 2546 the static bound:
 this relaxation refutes 2582 in 5.6 units and 2625 in 15.7 on one worker (``bench/unrolled_probe.py``), where the
-joint model and the memory relaxation stay undecided at 2546-2600 after 10-40 (docs/benchmarks_notes.md, session 59). The search probes
-it once, 2% under the improved schedule (``search._unrolled_close``); ``twill show`` prints its floor.
+joint model and the memory relaxation stay undecided at 2546-2600 after 10-40 (docs/benchmarks_notes.md, session 59). The search uses
+it twice: its solution at 1.1 x the floor, completed in the joint model, seeds the improvement phase
+(``search._seeded``), and one probe 2% under the improved schedule bounds it (``search._unrolled_close``);
+``twill show`` prints its floor.
 """
 
 from __future__ import annotations
@@ -34,11 +36,13 @@ from twill.bounds import register_capacity, stage_bound
 from twill.ir import Carrier
 from twill.options import SolveOptions
 from twill.problem import Problem, read_time
-from twill.solver.model import ScheduleModel, group_relation, group_variables, isolate
+from twill.solver.assemble import Assignment
+from twill.solver.model import group_relation, group_variables, isolate
 from twill.solver.run import Budget, Work, solver
 from twill.solver.structure import gallop
 
-__all__ = ["COPIES", "UnrolledFloor", "UnrolledModel", "build_unrolled", "decide", "unrolled_floor"]
+__all__ = ["COPIES", "PROBE_LP", "UnrolledFloor", "UnrolledModel", "build_unrolled", "decide", "registers_fit",
+           "solution", "unrolled_floor"]
 
 # iterations written on each side of iteration 0: 5 in all. FA4's roles at 2582: refuted in 4.2 units with 2, 10.9
 # with 3; at 2632 only 3 refuted (37.4 units; 2 undecided at 40): more copies see more, each solve costs more
@@ -204,32 +208,28 @@ def decide(problem: Problem, options: SolveOptions, ii: int, since: int, work: W
     return solver(work, units, 1, linearization=PROBE_LP).solve(build_unrolled(problem, options, ii, since).m)
 
 
-def registers_fit(u: UnrolledModel, value: Callable[[cp_model.IntVar], int]) -> bool:
+def solution(u: UnrolledModel, value: Callable[[cp_model.IntVar], int]) -> Assignment:
+    """A relaxation solution read by ``value`` as the search's decisions, for ``hints.hint``: every op's start, moved
+    so that the first begins at 0, and its group (no warps or budgets: the relaxation has none, and leaves registers
+    out, so the joint model may still have to repair the rest, or find no schedule near it)."""
+    starts = {n: value(x) for n, x in u.start.items()}
+    first = min(starts.values())
+    return Assignment(ii=u.ii, starts={n: t - first for n, t in starts.items()},
+                      groups={n: value(x) for n, x in u.group_of.items()})
+
+
+def registers_fit(problem: Problem, a: Assignment) -> bool:
     """Whether a relaxation solution's register values fit the register file on average: each held at least from its
     producer's issue to its last reader's issue (``bounds.register_capacity``; the relaxation leaves registers out).
     Where they do not, the joint model cannot keep the solution and must move it far: FA4 free at 2691 needs 0.68 of
     the file, random-regs-16010 at 4409 needs 3.6, and its completion finds nothing in 2.8 units (session 60)."""
-    p, ii = u.p, u.ii
-    starts = {n: value(x) for n, x in u.start.items()}
     demand = 0
-    for op in p.ops:
-        ends = [starts[e.dst] + e.distance * ii for e in p.body.edges
-                if e.src == op.name and e.carrier is Carrier.REGISTERS]
+    for op in problem.ops:
+        ends = [a.starts[e.dst] + e.distance * a.ii for e in problem.body.out_edges(op.name)
+                if e.carrier is Carrier.REGISTERS]
         if op.regs and ends:
-            demand += op.regs * (max(ends) - starts[op.name])
-    return demand <= register_capacity(p) * ii
-
-
-def hint_joint(v: ScheduleModel, u: UnrolledModel, value: Callable[[cp_model.IntVar], int]) -> None:
-    """Hint the joint model ``v`` (at the relaxation's II) with a relaxation solution read by ``value``: every op's
-    start, moved so that the first begins at 0, and its group. The relaxation leaves registers and warps out, so the
-    joint model may still have to repair the rest, or find no schedule near it."""
-    starts = {n: value(x) for n, x in u.start.items()}
-    first = min(starts.values())
-    for n, x in v.start.items():
-        v.m.add_hint(x, starts[n] - first)
-    for n, x in v.group_of.items():
-        v.m.add_hint(x, value(u.group_of[n]))
+            demand += op.regs * (max(ends) - a.starts[op.name])
+    return demand <= register_capacity(problem) * a.ii
 
 
 def unrolled_floor(problem: Problem, options: SolveOptions, lo: int, hi: int, work: Work,

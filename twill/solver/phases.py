@@ -705,7 +705,7 @@ def _bisect(ctx: Context, w: Window, until: float) -> Outcome:
         for (probe, _budget, repair_only), (status, at) in zip(plans, _run_probes(ctx, plans, until), strict=True):
             b = b.after(probe, status, at is not None, repair_only)
             if status == cp_model.INFEASIBLE:
-                ctx.refuted(w.lo, probe, f"CP-SAT on one worker at II {probe} (the joint model), and monotonicity")
+                ctx.refuted(w.lo, probe, "CP-SAT on one worker (the joint model), and monotonicity")
             if at is not None and (found is None or at.ii < found.ii):  # the next probes start from it
                 found, ctx.upper = at, hints.read(at.model, at.solver.value, budgets=True)
                 until = max(until, whole)
@@ -1153,7 +1153,7 @@ def descent(ctx: Context, w: Window, budget: Budget) -> Outcome:
         else:
             failed = probe
             if status == cp_model.INFEASIBLE:  # a proof; on a monotone problem, of every II below too
-                ctx.refuted(probe, probe, f"the full model at II {probe} (descent)")
+                ctx.refuted(probe, probe, "the full model (descent)")
     if found is None or found.ii > w.hi:
         return Outcome(Verdict.UNDECIDED, w.lo)
     return Outcome(Verdict.FOUND, w.lo, found)
@@ -1190,7 +1190,7 @@ def staged_descent(ctx: Context, w: Window, budget: Budget) -> Outcome:
             continue
         failed, misses = probe, misses + 1  # a find resets the count
         if status == cp_model.INFEASIBLE:
-            ctx.refuted(probe, probe, f"the full model at II {probe} (staged descent)")
+            ctx.refuted(probe, probe, "the full model (staged descent)")
     if found is None or found.ii > w.hi:
         return Outcome(Verdict.UNDECIDED, w.lo)
     return Outcome(Verdict.FOUND, w.lo, found)

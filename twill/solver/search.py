@@ -19,7 +19,7 @@ safety cap, and a result it cut says so in its proof.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 
 from ortools.sat.python import cp_model
@@ -67,8 +67,10 @@ __all__ = ["solve"]
 
 MODULO = Budget(share=0.05, at_least=2.0)  # the pure modulo optimum, a lower bound of the joint problem
 FLOOR = Budget(share=1 / 15, at_least=1.0)  # the structure relaxation's bisection, a lower bound too
-UNROLLED_CLOSE = Budget(share=1 / 5, at_least=3.0)  # its one probe under the improved schedule
+UNROLLED_CLOSE = Budget(share=1 / 3, at_least=3.0)  # its one probe under the improved schedule
+CLOSE_COPIES = 1  # iterations on each side of iteration 0 in that probe (``_unrolled_close``)
 SEED_SLACK = 1.1  # the seed's II over the floor: room for the registers the relaxation leaves out
+SEED_LEAD = 1.25  # a seed this far under the best first schedule starts the improvement alone (``_improve``)
 CONSTRUCT = Budget(share=0.0, at_least=2.0)  # a constructive first schedule, per attempt
 ADOPT = Budget(share=0.0, at_least=10.0)  # the heuristic's schedule as a solution of the full model
 CANONICAL = Budget(share=0.0, at_least=5.0)  # the canonical pass (2 units when it starts warm)
@@ -169,7 +171,7 @@ def solve(problem: Problem, options: SolveOptions | None = None) -> Schedule:
         optimal, floor = (result.exhausted, found.ii if result.exhausted else floor) if found is not None else (
             optimal, floor)
     if found is None and incumbent is not None:
-        return replace(compact_stages(problem, _as_result(incumbent, result.exhausted, floor, lb, why, ctx.work, ctx.monotone)),
+        return replace(compact_stages(problem, _as_result(incumbent, result.exhausted, floor, lb, why, ctx)),
                        ii_seconds=ii_seconds, first_seconds=first, work=ctx.work.spent)
     if found is None:
         raise _no_schedule(problem, options, result, cap)
@@ -201,7 +203,8 @@ def _unrolled_close(ctx: Context, lo: int, cap: int) -> int:
     target = math.ceil(ctx.upper.ii / CLOSE) if ctx.upper is not None else 0
     if ctx.options.swp_only or not lo <= target <= cap or ctx.work.left() <= 0:
         return lo
-    if decide(ctx.problem, ctx.options, target, lo, ctx.work, UNROLLED_CLOSE.units(ctx.options.work)) != cp_model.INFEASIBLE:
+    units = UNROLLED_CLOSE.units(ctx.options.work)
+    if decide(ctx.problem, ctx.options, target, lo, ctx.work, units, CLOSE_COPIES) != cp_model.INFEASIBLE:
         return lo
     ctx.refuted(lo, target, "the unrolled relaxation")
     ctx.report(f"lower bound II >= {target + 1}: the unrolled relaxation refutes II {target}, "
@@ -446,10 +449,17 @@ def _improve(ctx: Context, lb: int, cap: int, seed: Found | None) -> Outcome | N
     seed, random-units-16519 (fresh) at 2576 from its first schedules and at 2824 from the seed (session 60)."""
     if not _improvable(ctx, lb) or cap < lb or ctx.work.left() <= 0:
         return None
+    half = Budget(share=IMPROVE.share / 2, at_least=IMPROVE.at_least / 2)
     if seed is None:
         out = improve(ctx, Window(lb, cap + 1), IMPROVE)
+    elif seed.ii * SEED_LEAD <= ctx.upper.ii:  # the first schedules' half could not reach the seed's start
+        ctx.upper = hints.read(seed.model, seed.solver.value, budgets=True)
+        ctx.report(f"the seed at II {seed.ii} is {SEED_LEAD:.2f}x or more below the best schedule: it starts the "
+                   "improvement alone, on half its work")
+        out = improve(ctx, Window(lb, cap + 1), half)
+        lowest = min((f for f in (out.found, seed) if f is not None), key=lambda f: f.ii)
+        out = Outcome(Verdict.FOUND, out.floor, lowest)
     else:
-        half = Budget(share=IMPROVE.share / 2, at_least=IMPROVE.at_least / 2)
         first = improve(ctx, Window(lb, cap + 1), half)
         if first.found is None or seed.ii < first.found.ii:
             ctx.upper = hints.read(seed.model, seed.solver.value, budgets=True)
@@ -636,7 +646,7 @@ def _finish(ctx: Context, found: Found, optimal: bool, floor: int, lb: int, why:
             proven.setdefault(name, False)  # not reached in the budget: its value is the last solution's
     all_proven = optimal and all(proven[n] for n in o.objective[1:] if n in v.objective_terms)
     final, value = _canonical(ctx, ii, values, v, solution, last_value, warm=not all_proven)
-    proof = _proof(optimal, ii, lb, floor, why, ctx.work.cut, ctx.monotone)
+    proof = _proof(optimal, ii, lb, floor, why, ctx.work.cut, ctx.monotone, ctx.refutations)
     ctx.report(f"done: II {ii} ({'optimal' if optimal else 'feasible'}), {ctx.work.spent:.1f} units of work")
     return replace(_extract(p, o, final, value, optimal, floor, proof, proven, ctx.work.seconds()), work=ctx.work.spent)
 
@@ -791,10 +801,11 @@ def _adopt(ctx: Context, incumbent: Schedule) -> Found | None:
     return Found(v, s) if s.solve(v.m) in FEASIBLE else None
 
 
-def _as_result(incumbent: Schedule, optimal: bool, floor: int, lb: int, why: str, work: Work,
-               monotone: bool = False) -> Schedule:
+def _as_result(incumbent: Schedule, optimal: bool, floor: int, lb: int, why: str, ctx: Context) -> Schedule:
     """The heuristic's own schedule, labelled with what the search proved."""
-    proof = _proof(optimal, incumbent.ii, lb, floor, why, work.cut, monotone) + f" (schedule from {_source(incumbent)})"
+    work = ctx.work
+    proof = (_proof(optimal, incumbent.ii, lb, floor, why, work.cut, ctx.monotone, ctx.refutations)
+             + f" (schedule from {_source(incumbent)})")
     return replace(incumbent, status="optimal" if optimal else "feasible",
                    ii_lower_bound=incumbent.ii if optimal else floor, proof=proof, solve_seconds=work.seconds())
 
@@ -830,9 +841,13 @@ def _canonical(ctx: Context, ii: int, values: dict[str, int], last: ScheduleMode
     return last, last_value
 
 
-def _proof(optimal: bool, ii: int, lb: int, floor: int, why: str, cut: bool = False, monotone: bool = False) -> str:
-    """The proof line; ``monotone``: refutations of single IIs stand for every II below them (§3.1e)."""
+def _proof(optimal: bool, ii: int, lb: int, floor: int, why: str, cut: bool = False, monotone: bool = False,
+           refutations: Sequence[tuple[int, int, str]] = ()) -> str:
+    """The proof line; ``monotone``: refutations of single IIs stand for every II below them (§3.1e).
+    ``refutations`` (``Context.refutations``) name what refuted the II just under the floor, the one a reader checks."""
     how = " (feasibility is monotone in II here: refuting one II refutes every smaller one)" if monotone else ""
+    top = [by for lo, hi, by in refutations if lo <= floor - 1 <= hi]
+    how += f" (II {floor - 1}: {top[-1]})" if top and floor > lb else ""
     if not optimal:
         limit = ("the wall-clock cap (--time-limit) cut the search, so this answer depends on the machine's load"
                  if cut else "the search's work budget is spent")

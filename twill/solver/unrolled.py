@@ -203,9 +203,9 @@ def build_unrolled(problem: Problem, options: SolveOptions, ii: int, since: int 
 
 
 def decide(problem: Problem, options: SolveOptions, ii: int, since: int, work: Work,
-           units: float = PROBE.at_least) -> int:
+           units: float = PROBE.at_least, copies: int = COPIES) -> int:
     """The relaxation at ``ii`` on one worker within ``units``: INFEASIBLE refutes every II in [``since``, ``ii``]."""
-    return solver(work, units, 1, linearization=PROBE_LP).solve(build_unrolled(problem, options, ii, since).m)
+    return solver(work, units, 1, linearization=PROBE_LP).solve(build_unrolled(problem, options, ii, since, copies).m)
 
 
 def solution(u: UnrolledModel, value: Callable[[cp_model.IntVar], int]) -> Assignment:

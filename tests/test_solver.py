@@ -916,6 +916,21 @@ def test_a_proven_ii_whose_search_the_cap_cut_says_so():
         assert "cut" not in uncut and cut.startswith("optimal" if optimal else "feasible")
 
 
+def test_the_proof_names_what_refuted_the_ii_under_the_floor():
+    """The refutations recorded on the way (``Context.refutations``) are the proof's evidence: the line names the one
+    that covers the II just under the floor, the last recorded where two do, and none where nothing was refuted."""
+    from twill.solver.search import _proof
+
+    refutations = [(2048, 2400, "the memory relaxation"), (2401, 2582, "CP-SAT (the joint model)"),
+                   (2048, 2582, "the unrolled relaxation")]
+    feasible = _proof(False, 2633, 2048, 2583, "units", refutations=refutations)
+    assert "CP-SAT refuted [2048, 2582] (II 2582: the unrolled relaxation)" in feasible
+    optimal = _proof(True, 2401, 2048, 2401, "units", refutations=refutations[:1])
+    assert optimal.endswith("(II 2400: the memory relaxation) (lower bound 2048: units)")
+    assert "(II" not in _proof(True, 2048, 2048, 2048, "units", refutations=refutations)
+    assert "(II" not in _proof(False, 2633, 2048, 2300, "units", refutations=refutations[1:2])
+
+
 def _three_wide_values():
     """Three asynchronous warpgroup ops on h100, each leaving a 24000-word result held 100 cycles until a
     synchronous reader: no group's room holds three (at most 32 x 8 x (255 - 24) = 59136 words), so at most two

@@ -446,7 +446,10 @@ def _improve(ctx: Context, lb: int, cap: int, seed: Found | None) -> Outcome | N
     not apply or found nothing. With a seed (``_seeded``), in two halves: the first from the best schedule, the second
     from the lower of what the first reached and the seed. The neighbourhoods keep most of the schedule they start
     from and neither start is better everywhere: FA4 free ends at 3198 from its first schedules and at 2633 from the
-    seed, random-units-16519 (fresh) at 2576 from its first schedules and at 2824 from the seed (session 60)."""
+    seed, random-units-16519 (fresh) at 2576 from its first schedules and at 2824 from the seed (session 60). Where the
+    seed lies ``SEED_LEAD`` times or more under the best first schedule, one half from the seed alone: a half lowers
+    its start by about a quarter at most (FA4 free: 4301 -> 3288), so that first half could not overtake the seed, and
+    the half it would have spent goes to the windows, first the close probe (FA4 free: 2633 >= 2583, session 61)."""
     if not _improvable(ctx, lb) or cap < lb or ctx.work.left() <= 0:
         return None
     half = Budget(share=IMPROVE.share / 2, at_least=IMPROVE.at_least / 2)

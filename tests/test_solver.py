@@ -1001,3 +1001,38 @@ def test_a_quiet_solve_attaches_no_solution_callback():
     assert isinstance(callback, Progress)
     assert solver(work, 1.0, 1).solve(m, callback) == cp_model.OPTIMAL
     assert said[-1].startswith("  II: incumbent 5, bound 5")
+
+
+def test_the_neighbourhoods_after_the_descent_keep_to_small_bodies_far_from_the_floor():
+    """``search._improve_small`` runs only on bodies under ``IMPROVE_OPS`` ops (the large ones have the improvement
+    phase before any window) and only where the descent's schedule lies more than ``CLOSE`` over the floor (within
+    it, the bisection's proof is worth more than a lower II): otherwise it returns None without spending work."""
+    from types import SimpleNamespace
+
+    from twill.solver.search import CLOSE, IMPROVE_OPS, _improve_small
+
+    small = problem("fa_fwd", "b200")
+    ctx = _context(small)
+    assert len(small.ops) < IMPROVE_OPS
+    assert _improve_small(ctx, 1700, SimpleNamespace(ii=int(CLOSE * 1700))) is None
+    assert _improve_small(ctx, 1700, None) is None
+    large = problem("fa_fwd", "b200", subtiles=2, block_m=256, s_frags=4, split_p=3, o_chunks=2, emu=0.125)
+    assert len(large.ops) >= IMPROVE_OPS
+    assert _improve_small(_context(large), 2446, SimpleNamespace(ii=4301)) is None
+    assert ctx.work.spent == 0
+
+
+@pytest.mark.slow
+def test_one_tile_fa_b200_reaches_1731_through_the_neighbourhoods_after_the_descent():
+    """One-tile FA forward on b200 at the default budget: the descent stops at 1763 (its repairs at 1714, 1738 and
+    1750 undecided) and the neighbourhoods from that schedule reach 1731, the least II any probe has found (the
+    optimum lies in [1711, 1731]; docs/benchmarks_notes.md, session 61), where the search ended at 1762 before."""
+    from dataclasses import replace
+
+    from twill.solver.search import solve
+
+    said: list[str] = []
+    options = replace(SolveOptions(workers=2, time_limit=600, work_limit=30), progress=said.append)
+    sched = solve(problem("fa_fwd", "b200"), options)
+    assert (sched.ii, sched.ii_lower_bound) == (1731, 1642), sched.proof
+    assert any(line.startswith("the neighbourhoods from the descent's schedule: II 1731") for line in said)

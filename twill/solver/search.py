@@ -81,6 +81,7 @@ RESERVE = 0.1  # of the work kept for the secondary objectives once a schedule i
 SEED = Budget(share=RESERVE, at_least=0.0)
 SEED_PROBE = 1 / 4
 EARLY_DESCENT = Budget(share=1 / 10, at_least=3.0, attempt=1.0)  # the descent before the windows
+SMALL_IMPROVE = Budget(share=1 / 10, at_least=3.0)  # the neighbourhoods after it, on small bodies (``_improve_small``)
 # what the first window's phases leave for the descent and the undecided phases after it (``_first_window``)
 DESCENT_RESERVE = Budget(share=1 / 4, at_least=EARLY_DESCENT.at_least)
 STALL = 1.0  # units: a secondary objective stops after a slice this long that did not improve it
@@ -418,6 +419,25 @@ def _descend(ctx: Context, lb: int, cap: int) -> Found | None:
     return out.found
 
 
+def _improve_small(ctx: Context, floor: int, best: Found | None) -> Found | None:
+    """On a body under ``IMPROVE_OPS`` ops, after the first window and the descent, the improvement phase's
+    neighbourhoods (``phases.improve``) from the descent's schedule for ``SMALL_IMPROVE`` of the work, where that
+    schedule lies more than ``CLOSE`` over the floor; a lower schedule it finds, else None. The descent's repairs move
+    a whole schedule to one II and fail where it must change shape; the neighbourhoods re-solve a part at a time
+    (one-tile FA b200: the descent stops at 1763, its probes at 1714, 1738 and 1750 undecided, and the neighbourhoods
+    reach 1731 in 3.1 units). Within ``CLOSE`` the schedule needs a proof, not a lower II, so the bisection keeps the
+    work there (docs/benchmarks_notes.md, session 61)."""
+    if best is None or len(ctx.problem.ops) >= IMPROVE_OPS or best.ii <= CLOSE * floor or ctx.work.left() <= 0:
+        return None
+    ctx.upper = hints.read(best.model, best.solver.value, budgets=True)
+    out = improve(ctx, Window(floor, best.ii), SMALL_IMPROVE)
+    if out.found is None or out.found.ii >= best.ii:
+        return None
+    ctx.upper = hints.read(out.found.model, out.found.solver.value, budgets=True)
+    ctx.report(f"the neighbourhoods from the descent's schedule: II {out.found.ii}")
+    return out.found
+
+
 def _improvable(ctx: Context, lb: int) -> bool:
     """Whether the improvement phase applies: a body of ``IMPROVE_OPS`` ops or more whose first schedules ended
     more than ``IMPROVE_GAP`` times the floor. The gate reads the II before the pipeline groupings
@@ -524,6 +544,7 @@ def _search_ii(ctx: Context, lb: int, cap: int) -> _IIResult:
             return _result(ctx, out.found, out.floor if proven is None else proven)
         if first:
             best = _descend(ctx, max(lo, out.floor), cap) or best
+            best = _improve_small(ctx, max(lo, out.floor), best) or best
             cap = cap if best is None else best.ii - 1
         if out.verdict is Verdict.EMPTY:
             lo, width = hi + 1, max(8, 2 * width + 1, lo // 64)

@@ -1074,7 +1074,8 @@ IMPROVE_GAP = 1.25  # the best schedule this far above the floor is worth improv
 # ... on bodies of this many ops or more. Below it the window phases at the floor find and prove the optimum with
 # the whole budget, which the improvement would take from them (suite, session 15: units-16017 and units-16518,
 # 26 and 36 ops, lost their proofs; one-tile FA b200, 15 ops, ended at 2198 instead of 1860); from 40 ops on, no
-# case lost anything (docs/benchmarks_notes.md, session 15).
+# case lost anything (docs/benchmarks_notes.md, session 15). Smaller bodies get a tenth of the work for it after the
+# first window and the descent instead (``search._improve_small``, session 61).
 IMPROVE_OPS = 40
 
 

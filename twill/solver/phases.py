@@ -61,7 +61,7 @@ from twill.solver.strategies import producer_consumer_split
 
 __all__ = ["Verdict", "Window", "Found", "Outcome", "Context", "Phase", "WINDOW_PHASES", "UNDECIDED_PHASES",
            "refute_below", "complete", "memory_bound", "improve", "IMPROVE", "IMPROVE_GAP", "IMPROVE_OPS", "pull_to_floor",
-           "staged_descent", "STAGED_DESCENT"]
+           "staged_descent", "STAGED_DESCENT", "optimality_probe", "BISECT_CLOSE_II"]
 
 FEASIBLE = (cp_model.OPTIMAL, cp_model.FEASIBLE)
 
@@ -132,6 +132,7 @@ class Context:
     groupings: bool | None = None  # Benders over groupings: untried, decided a probe the joint model did not, or not
     staged: bool = False  # the staged descent found a schedule: the bisection's probes try the stages first too
     refuted_below: int = 0  # on a monotone problem the highest refuted II + 1, every II below refuted; else 0
+    undecided: int | None = None  # the II the optimality probe left undecided (``optimality_probe``): no bisection repeats it
     proposed: int | None = None  # the II the first schedules ended at before the pipelines: the improvement's gate
     held_back: float = 0.0  # work the first window holds back for the descent (search._first_window); the elastic slice may use it
     monotone: bool = field(init=False)  # feasibility closed upwards in II (design.md §3.1e)
@@ -698,6 +699,8 @@ def _bisect(ctx: Context, w: Window, until: float) -> Outcome:
     LPs and seeds, and one is undecided after 12). With two workers the probes go in pairs
     (``_paired``): each is one worker's solve, so the pair takes the wall time of the longer."""
     b = _Bisection(max(w.lo, ctx.refuted_below) - 1, w.hi + 1, w.hi, BISECT_II)
+    if ctx.undecided is not None and w.lo <= ctx.undecided <= w.hi:  # the same solve would end the same way
+        b = replace(b, top=ctx.undecided).next(ctx, until)
     found: Found | None = None
     whole = ctx.work.until(_sweep_total(ctx) - ctx.swept)  # once the window holds a schedule, no later one is searched
     while b.failed + 1 < b.top and ctx.work.spent < until and ctx.work.left() > 0:
@@ -806,6 +809,22 @@ def _run_probes(ctx: Context, plans: list[tuple[int, Budget, bool]], until: floa
     for fork, _ in forks:
         ctx.join(fork)
     return results
+
+
+def optimality_probe(ctx: Context, lo: int, units: float) -> tuple[int, Found | None]:
+    """The bisection's probe one under the best schedule (``_bisect_probe``: its repair, then one cold solve), taken
+    before any window above ``lo``, for at most ``units``: on a monotone problem its refutation refutes every II
+    below it, so it is the proof, however far below the floor stands. Charged to the sweeps' total like any
+    bisection probe; undecided, it is recorded so that no window's bisection repeats the same solve."""
+    ii = ctx.upper.ii - 1
+    start = ctx.work.spent
+    status, found = _bisect_probe(ctx, ii, replace(BISECT_II, at_least=units), ctx.work.until(units))
+    ctx.swept += ctx.work.spent - start
+    if status == cp_model.INFEASIBLE:
+        ctx.refuted(lo, ii, "CP-SAT on one worker (the joint model), and monotonicity")
+    elif found is None:
+        ctx.undecided = ii
+    return status, found
 
 
 def _close_target(ctx: Context, failed: int, top: int) -> int | None:

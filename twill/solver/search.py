@@ -37,6 +37,7 @@ from twill.solver.ims import ims_swp, ims_triton_split
 from twill.solver.model import ScheduleModel, build_model
 from twill.solver.partitions import pipeline_groupings
 from twill.solver.phases import (
+    BISECT_CLOSE_II,
     CLOSE,
     FEASIBLE,
     IMPROVE,
@@ -52,6 +53,7 @@ from twill.solver.phases import (
     Window,
     descent,
     improve,
+    optimality_probe,
     pull_to_floor,
     refute_below,
     staged_descent,
@@ -438,6 +440,34 @@ def _improve_small(ctx: Context, floor: int, best: Found | None) -> Found | None
     return out.found
 
 
+OPTIMALITY_LEAST = 2.0  # units: below this the probe one under the best schedule is left to the bisection
+
+
+def _one_under(ctx: Context, floor: int, best: Found | None) -> Found | None:
+    """On a monotone problem, after the first window and the descent, the probe one under the best schedule
+    (``phases.optimality_probe``) with the bisection's budget for it (``BISECT_CLOSE_II``, at most half the work
+    left): refuted, the schedule is optimal. The windows from the floor would come to that II last, after
+    refutations that leave the answer as it is: one-tile FA h100 spent 15.7 units raising its floor 2049 -> 2416 and
+    had none left for 2438 (3.84 units cold), FA d256 h100 (fresh) 17 units raising 4097 -> 6112 with 6200 needing
+    7.33 (docs/benchmarks_notes.md, session 62). The best schedule after it: the one it found, else ``best``."""
+    if best is None or not ctx.monotone or not best.free(ctx.options) or best.ii - 1 < max(floor, ctx.refuted_below):
+        return best
+    units = min(BISECT_CLOSE_II.at_least, ctx.work.left() / 2)
+    if units < OPTIMALITY_LEAST:
+        return best
+    ctx.upper = hints.read(best.model, best.solver.value, budgets=True)
+    status, found = optimality_probe(ctx, max(floor, ctx.refuted_below), units)
+    if status == cp_model.INFEASIBLE:
+        ctx.report(f"II {best.ii - 1} refuted: the schedule at II {best.ii} is optimal")
+        return best
+    if found is None:
+        ctx.report(f"II {best.ii - 1}: undecided in {units:.1f} units; the windows go on from the floor")
+        return best
+    ctx.upper = hints.read(found.model, found.solver.value, budgets=True)
+    ctx.report(f"II {found.ii}: a schedule one under the best")
+    return found
+
+
 def _improvable(ctx: Context, lb: int) -> bool:
     """Whether the improvement phase applies: a body of ``IMPROVE_OPS`` ops or more whose first schedules ended
     more than ``IMPROVE_GAP`` times the floor. The gate reads the II before the pipeline groupings
@@ -549,7 +579,10 @@ def _search_ii(ctx: Context, lb: int, cap: int) -> _IIResult:
         if first:
             best = _descend(ctx, max(lo, out.floor), cap) or best
             best = _improve_small(ctx, max(lo, out.floor), best) or best
+            best = _one_under(ctx, max(lo, out.floor), best)
             cap = cap if best is None else best.ii - 1
+            if best is not None and ctx.refuted_below >= best.ii:
+                return _IIResult(best, True, best.ii)
         if out.verdict is Verdict.EMPTY:
             lo, width = hi + 1, max(8, 2 * width + 1, lo // 64)
             continue

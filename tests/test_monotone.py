@@ -4,6 +4,7 @@ highest one refuted."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from types import SimpleNamespace
 
 import pytest
@@ -251,3 +252,77 @@ def test_the_staged_descent_halves_and_stops_at_one_miss_before_a_find_two_after
     assert out.verdict is phases.Verdict.FOUND and out.found.ii == 849
     out = run(lambda ii: False)
     assert probes == [899] and out.verdict is phases.Verdict.UNDECIDED
+
+
+def _at(ctx, ii: int):
+    """A schedule of ``ctx``'s problem at exactly ``ii`` (the joint model at that II on one worker)."""
+    from twill.solver.phases import SWEEP_II, _one_worker
+
+    status, found = _one_worker(ctx, ii, ii, SWEEP_II, (1,), ctx.work.until(10))
+    assert found is not None and found.ii == ii, status
+    return found
+
+
+def _optimum(p: Problem) -> int:
+    lb = lower_bound(p, SolveOptions(workers=1))
+    return next(ii for ii in range(lb, lb + SPAN) if feasible(p, ii))
+
+
+def test_the_probe_one_under_the_best_schedule_proves_it_before_any_window():
+    """``search._one_under``: on a monotone body whose lower bound has no schedule, a schedule at the optimum
+    is proven optimal by the one probe under it (every II below refuted at once), and a schedule one above
+    the optimum gives way to one at the optimum (the probe's repair or cold solve finds it)."""
+    from twill.solver.phases import Context
+    from twill.solver.run import Work
+    from twill.solver.search import _one_under
+
+    p = _tiny(SWITCHING[0])
+    opt, lb = _optimum(p), lower_bound(p, SolveOptions(workers=1))
+    assert opt > lb
+    said: list[str] = []
+    options = replace(SolveOptions(workers=1), progress=said.append)
+    ctx = Context(p, options, Work.starting_now(3600, 60))
+    best = _at(ctx, opt)
+    assert _one_under(ctx, lb, best) is best
+    assert ctx.refuted_below == opt and ctx.refutations[-1][:2] == (lb, opt - 1)
+    assert said[-1].startswith(f"II {opt - 1} refuted: the schedule at II {opt} is optimal")
+    ctx = Context(p, options, Work.starting_now(3600, 60))
+    lower = _one_under(ctx, lb, _at(ctx, opt + 1))
+    assert lower.ii == opt and ctx.refuted_below == 0
+
+
+def test_the_probe_one_under_keeps_to_monotone_problems_with_work_and_room():
+    """No probe (and no work spent) where feasibility is not monotone, where the floor already meets the
+    schedule, or where less than ``OPTIMALITY_LEAST`` units would be the probe's."""
+    from twill.solver.phases import Context
+    from twill.solver.run import Work
+    from twill.solver.search import OPTIMALITY_LEAST, _one_under
+
+    p = _tiny(SWITCHING[0])
+    opt = _optimum(p)
+    ctx = Context(p, SolveOptions(workers=1), Work.starting_now(3600, 60))
+    best = _at(ctx, opt)
+    spent = ctx.work.spent
+    assert _one_under(ctx, opt, best) is best  # the floor is the schedule's II
+    ctx.work.limit = spent + 2 * OPTIMALITY_LEAST - 0.01
+    assert _one_under(ctx, opt - SPAN, best) is best
+    ctx.monotone, ctx.work.limit = False, spent + 60
+    assert _one_under(ctx, opt - SPAN, best) is best
+    assert ctx.work.spent == spent and ctx.refuted_below == 0
+
+
+def test_the_bisection_does_not_repeat_the_probe_left_undecided():
+    """Where the probe one under the best schedule ended undecided (``Context.undecided``), a window's bisection
+    starts below it: the same solve would end the same way."""
+    from twill.solver.phases import BISECT, Context, Window, bisection
+    from twill.solver.run import Work
+
+    p = _tiny(SWITCHING[0])
+    opt, lb = _optimum(p), lower_bound(p, SolveOptions(workers=1))
+    said: list[str] = []
+    ctx = Context(p, replace(SolveOptions(workers=1), progress=said.append), Work.starting_now(3600, 60))
+    ctx.undecided = opt + 1
+    out = bisection(ctx, Window(lb, opt + 1), BISECT)
+    probes = [int(line.split()[2]) for line in said if line.startswith("  bisection: II")]
+    assert probes and opt + 1 not in probes
+    assert out.found is not None and out.found.ii == opt

@@ -1023,6 +1023,22 @@ def test_the_neighbourhoods_after_the_descent_keep_to_small_bodies_far_from_the_
 
 
 @pytest.mark.slow
+def test_one_tile_fa_h100_is_proven_optimal_by_the_probe_one_under_its_schedule():
+    """One-tile FA forward on h100 at the default budget: the neighbourhoods after the descent reach 2439 and the
+    probe one under it refutes 2438, so 2439 is optimal; before session 62 the windows from the floor spent the
+    work raising it to 2416 and the answer was 2439 >= 2416 (docs/benchmarks_notes.md, session 62)."""
+    from dataclasses import replace
+
+    from twill.solver.search import solve
+
+    said: list[str] = []
+    options = replace(SolveOptions(workers=2, time_limit=600, work_limit=30), progress=said.append)
+    sched = solve(problem("fa_fwd", "h100"), options)
+    assert (sched.ii, sched.ii_lower_bound, sched.status) == (2439, 2439, "optimal"), sched.proof
+    assert any(line.startswith("II 2438 refuted: the schedule at II 2439 is optimal") for line in said)
+
+
+@pytest.mark.slow
 def test_one_tile_fa_b200_reaches_1731_through_the_neighbourhoods_after_the_descent():
     """One-tile FA forward on b200 at the default budget: the descent stops at 1763 (its repairs at 1714, 1738 and
     1750 undecided) and the neighbourhoods from that schedule reach 1731, the least II any probe has found (the

@@ -421,3 +421,21 @@ def test_the_kernels_differ_exactly_where_their_schedules_differ(compiled):
     for a in KERNELS:
         for b in KERNELS:
             assert (plan_rings[a] == plan_rings[b]) == (arts[a]["rings"] == arts[b]["rings"]), (a, b)
+
+
+def test_fit_registers_raises_the_budgets_where_ptxas_spills_and_only_there():
+    """``twill codegen --fit-registers`` (``codegen.fit``): FA3's order on the H200 (``fa_variants/fa_opt2.json``)
+    spills at its schedule's 224 registers per consumer; with both consumers at 240, which the register file holds,
+    ptxas spills nothing (on the GPU that kernel runs 601 TFLOP/s against 535 at 224; docs/benchmarks_notes.md,
+    session 62). fa_opt, which does not spill, keeps its schedule's budgets."""
+    pytest.importorskip("triton", minversion="3.6")
+    from twill.codegen.fit import fit_registers
+
+    fitted = fit_registers(Schedule.read(ROOT / "bench" / "results" / "h200" / "fa_variants" / "fa_opt2.json"))
+    assert fitted.spilled[0] > 0 and fitted.raised_by == 16
+    c = fitted.compiled
+    assert (c.spill_stores, c.spill_loads) == (0, 0) and c.requested_regs == (24, 240)
+    assert [g.regs_per_thread for g in fitted.generated.plan.schedule.groups] == [24, 240, 240]
+    assert "register budgets 16 above the schedule's" in fitted.generated.source.splitlines()[0]
+    kept = fit_registers(Schedule.read(ROOT / "bench" / "codegen" / "fa_opt.json"))
+    assert (kept.raised_by, kept.spilled, kept.compiled.requested_regs) == (0, (0, 0), (24, 192))

@@ -432,9 +432,26 @@ def cmd_estimate(args: argparse.Namespace) -> int:
 
 def cmd_codegen(args: argparse.Namespace) -> int:
     """Write the Gluon kernel of a schedule; --check also compiles it for sm_90a (no GPU needed)."""
+    from pathlib import Path
+
     from twill.codegen import generate_file
 
-    gen = generate_file(args.schedule, args.output, turns=False if args.no_turns else args.turns)
+    turns = False if args.no_turns else args.turns
+    if args.fit_registers:
+        from twill.codegen.fit import fit_registers
+        from twill.schedule import Schedule
+
+        fitted = fit_registers(Schedule.read(args.schedule), Path(args.schedule).name, turns)
+        gen = fitted.generated
+        Path(args.output).write_text(gen.source, encoding="utf-8")
+        said = (f"register budgets raised by {fitted.raised_by} (ptxas spilled {fitted.spilled[0]}/{fitted.spilled[1]} "
+                "B at the schedule's)" if fitted.raised_by else
+                "the schedule's register budgets kept" + (" (ptxas spills at them, and the register file has no more "
+                                                          "to give)" if any(fitted.spilled) else ""))
+        print(f"fit: {said}")
+        args.check = True
+    else:
+        gen = generate_file(args.schedule, args.output, turns=turns)
     plan = gen.plan
     parts = ", ".join(f"g{p.group}{'*' if p.default else ''} {p.warps}w" for p in plan.partitions)
     print(f"wrote {args.output}: {len(plan.partitions)} partition(s) ({parts}; * = default), "
@@ -703,6 +720,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--output", "-o", required=True, help="Python file to write")
     p.add_argument("--check", action="store_true", help="also compile it for sm_90a (needs triton) and report "
                    "registers and spills")
+    p.add_argument("--fit-registers", action="store_true", help="compile for sm_90a (needs triton) and, where ptxas "
+                   "spills at the schedule's register budgets, raise the register-holding groups' budgets within the "
+                   "register file until it does not (implies --check)")
     p.add_argument("--no-turns", action="store_true", help="ablation: leave out the token that makes groups take "
                    "tensor-core turns in the schedule's order (the schedule's windows are then not enforced)")
     p.add_argument("--turns", choices=("named", "mbarrier"), default="named",

@@ -699,7 +699,7 @@ def _bisect(ctx: Context, w: Window, until: float) -> Outcome:
     LPs and seeds, and one is undecided after 12). With two workers the probes go in pairs
     (``_paired``): each is one worker's solve, so the pair takes the wall time of the longer."""
     b = _Bisection(max(w.lo, ctx.refuted_below) - 1, w.hi + 1, w.hi, BISECT_II)
-    if ctx.undecided is not None and w.lo <= ctx.undecided <= w.hi:  # the same solve would end the same way
+    if ctx.undecided is not None and w.lo <= ctx.undecided <= w.hi:  # probed cold on its own budget already: go below
         b = replace(b, top=ctx.undecided).next(ctx, until)
     found: Found | None = None
     whole = ctx.work.until(_sweep_total(ctx) - ctx.swept)  # once the window holds a schedule, no later one is searched
@@ -815,7 +815,7 @@ def optimality_probe(ctx: Context, lo: int, units: float) -> tuple[int, Found | 
     """The bisection's probe one under the best schedule (``_bisect_probe``: its repair, then one cold solve), taken
     before any window above ``lo``, for at most ``units``: on a monotone problem its refutation refutes every II
     below it, so it is the proof, however far below the floor stands. Charged to the sweeps' total like any
-    bisection probe; undecided, it is recorded so that no window's bisection repeats the same solve."""
+    bisection probe; undecided, it is recorded so that no window's bisection spends its work on that II again."""
     ii = ctx.upper.ii - 1
     start = ctx.work.spent
     status, found = _bisect_probe(ctx, ii, replace(BISECT_II, at_least=units), ctx.work.until(units))

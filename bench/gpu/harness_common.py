@@ -53,15 +53,21 @@ def respond(work: Callable[[], dict]) -> int:
     return 0
 
 
-def generate(schedules: list[str], where: Path) -> list[Path]:
-    """Write the kernel module of each schedule with ``twill codegen`` into ``where``, one file per schedule."""
+def generate(schedules: list[str], where: Path, fit: bool = False) -> list[Path]:
+    """Write the kernel module of each schedule with ``twill codegen`` into ``where``, one file per schedule;
+    ``fit``: as ``twill codegen --fit-registers`` (budgets raised where ptxas spills; needs triton here)."""
     from twill.codegen import generate_file
+    from twill.codegen.fit import fit_registers
+    from twill.schedule import Schedule
 
     where.mkdir(parents=True, exist_ok=True)
     out = []
     for s in schedules:
         path = where / f"{Path(s).stem}.py"
-        generate_file(s, path)
+        if fit:
+            path.write_text(fit_registers(Schedule.read(s), Path(s).name).generated.source, encoding="utf-8")
+        else:
+            generate_file(s, path)
         out.append(path)
     return out
 

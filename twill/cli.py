@@ -437,6 +437,7 @@ def cmd_codegen(args: argparse.Namespace) -> int:
     from twill.codegen import generate_file
 
     turns = False if args.no_turns else args.turns
+    budget = "schedule budget"
     if args.fit_registers:
         from twill.codegen.fit import fit_registers
         from twill.schedule import Schedule
@@ -450,6 +451,7 @@ def cmd_codegen(args: argparse.Namespace) -> int:
                                                           "to give)" if any(fitted.spilled) else ""))
         print(f"fit: {said}")
         args.check = True
+        budget = "fitted budget" if fitted.raised_by else budget
     else:
         gen = generate_file(args.schedule, args.output, turns=turns)
     plan = gen.plan
@@ -465,7 +467,7 @@ def cmd_codegen(args: argparse.Namespace) -> int:
               f"{list(c.requested_regs)}, setmaxnreg {sorted(set(c.setmaxnreg))}")
         if plan.grant is not None:
             d = plan.default
-            print(f"default partition g{d.group}: schedule budget {d.regs} registers, compiler grant {plan.grant.default} "
+            print(f"default partition g{d.group}: {budget} {d.regs} registers, compiler grant {plan.grant.default} "
                   f"(launch maxnreg {plan.grant.maxnreg}: the leftover of the register file)")
     return 0
 

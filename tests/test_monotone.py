@@ -313,7 +313,7 @@ def test_the_probe_one_under_keeps_to_monotone_problems_with_work_and_room():
 
 def test_the_bisection_does_not_repeat_the_probe_left_undecided():
     """Where the probe one under the best schedule ended undecided (``Context.undecided``), a window's bisection
-    starts below it: the same solve would end the same way."""
+    starts below it: that II was probed cold on a budget of its own already."""
     from twill.solver.phases import BISECT, Context, Window, bisection
     from twill.solver.run import Work
 

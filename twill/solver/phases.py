@@ -140,6 +140,10 @@ class Context:
     def __post_init__(self) -> None:
         self.monotone = monotone_in_ii(self.problem)
 
+    def hold(self, found: Found) -> None:
+        """Make ``found`` the best schedule known (``upper``): what repairs, hints and the probes under it start from."""
+        self.upper = hints.read(found.model, found.solver.value, budgets=True)
+
     @cached_property
     def registers_bind(self) -> bool:
         """Whether the register file's average occupancy sets the static bound (``bounds.binding_memory``)."""
@@ -710,7 +714,8 @@ def _bisect(ctx: Context, w: Window, until: float) -> Outcome:
             if status == cp_model.INFEASIBLE:
                 ctx.refuted(w.lo, probe, "CP-SAT on one worker (the joint model), and monotonicity")
             if at is not None and (found is None or at.ii < found.ii):  # the next probes start from it
-                found, ctx.upper = at, hints.read(at.model, at.solver.value, budgets=True)
+                found = at
+                ctx.hold(at)
                 until = max(until, whole)
             ctx.report(f"  bisection: II {probe} {_VERDICT_WORDS.get(status, 'undecided')}"
                        + (" (the best schedule's repair alone)" if repair_only and at is None else ""))
@@ -1204,7 +1209,8 @@ def staged_descent(ctx: Context, w: Window, budget: Budget) -> Outcome:
         status, at = _solve_in_turn(ctx, build_model(ctx.problem, ctx.options, probe, probe), probe,
                                     [(Start.STAGED, units, 0, 1)])
         if at is not None:
-            found, top, ctx.upper, misses = at, probe, hints.read(at.model, at.solver.value, budgets=True), 0
+            found, top, misses = at, probe, 0
+            ctx.hold(at)
             ctx.staged = True
             ctx.report(f"  staged descent: a schedule at II {probe}")
             continue

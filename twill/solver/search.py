@@ -162,7 +162,7 @@ def solve(problem: Problem, options: SolveOptions | None = None) -> Schedule:
     if fallback is not None:
         cap = fallback.ii - 1
         ctx.work.found_first()
-        ctx.upper = hints.read(fallback.model, fallback.solver.value, budgets=True)
+        ctx.hold(fallback)
     ctx.work.limit = options.work * (1 - RESERVE if incumbent is not None or fallback is not None else 1)
     result = _search_ii(ctx, lb, cap) if cap >= lb else _IIResult(None, False, lb, exhausted=True)
     ctx.work.limit = options.work
@@ -431,11 +431,11 @@ def _improve_small(ctx: Context, floor: int, best: Found | None) -> Found | None
     work there (docs/benchmarks_notes.md, session 61)."""
     if best is None or len(ctx.problem.ops) >= IMPROVE_OPS or best.ii <= CLOSE * floor or ctx.work.left() <= 0:
         return None
-    ctx.upper = hints.read(best.model, best.solver.value, budgets=True)
+    ctx.hold(best)
     out = improve(ctx, Window(floor, best.ii), SMALL_IMPROVE)
     if out.found is None or out.found.ii >= best.ii:
         return None
-    ctx.upper = hints.read(out.found.model, out.found.solver.value, budgets=True)
+    ctx.hold(out.found)
     ctx.report(f"the neighbourhoods from the descent's schedule: II {out.found.ii}")
     return out.found
 
@@ -455,7 +455,7 @@ def _one_under(ctx: Context, floor: int, best: Found | None) -> Found | None:
     units = min(BISECT_CLOSE_II.at_least, ctx.work.left() / 2)
     if units < OPTIMALITY_LEAST:
         return best
-    ctx.upper = hints.read(best.model, best.solver.value, budgets=True)
+    ctx.hold(best)
     status, found = optimality_probe(ctx, max(floor, ctx.refuted_below), units)
     if status == cp_model.INFEASIBLE:
         ctx.report(f"II {best.ii - 1} refuted: the schedule at II {best.ii} is optimal")
@@ -463,7 +463,7 @@ def _one_under(ctx: Context, floor: int, best: Found | None) -> Found | None:
     if found is None:
         ctx.report(f"II {best.ii - 1}: undecided in {units:.1f} units; the windows go on from the floor")
         return best
-    ctx.upper = hints.read(found.model, found.solver.value, budgets=True)
+    ctx.hold(found)
     ctx.report(f"II {found.ii}: a schedule one under the best")
     return found
 
@@ -507,7 +507,7 @@ def _improve(ctx: Context, lb: int, cap: int, seed: Found | None) -> Outcome | N
     if seed is None:
         out = improve(ctx, Window(lb, cap + 1), IMPROVE)
     elif seed.ii * SEED_LEAD <= ctx.upper.ii:  # the first schedules' half could not reach the seed's start
-        ctx.upper = hints.read(seed.model, seed.solver.value, budgets=True)
+        ctx.hold(seed)
         ctx.report(f"the seed at II {seed.ii} is {SEED_LEAD:.2f}x or more below the best schedule: it starts the "
                    "improvement alone, on half its work")
         out = improve(ctx, Window(lb, cap + 1), half)
@@ -515,17 +515,17 @@ def _improve(ctx: Context, lb: int, cap: int, seed: Found | None) -> Outcome | N
     else:
         first = improve(ctx, Window(lb, cap + 1), half)
         if first.found is None or seed.ii < first.found.ii:
-            ctx.upper = hints.read(seed.model, seed.solver.value, budgets=True)
+            ctx.hold(seed)
             ctx.report(f"the seed at II {seed.ii} is below the improvement's first half: it starts the second")
         else:
-            ctx.upper = hints.read(first.found.model, first.found.solver.value, budgets=True)
+            ctx.hold(first.found)
         out = improve(ctx, Window(lb, cap + 1), half)
         # the lowest of the three: the second half may end without a solution where the work runs out
         out = Outcome(Verdict.FOUND, max(out.floor, first.floor), _lowest(out.found, first.found, seed))
     if out.found is None:
         return None
     if out.found.ii <= cap:
-        ctx.upper = hints.read(out.found.model, out.found.solver.value, budgets=True)
+        ctx.hold(out.found)
         ctx.report(f"improved from the best schedule: II {out.found.ii}, every II below {out.floor} refuted")
     else:
         ctx.report(f"no lower II from the best schedule; every II below {out.floor} refuted")
@@ -651,7 +651,7 @@ def _decide(ctx: Context, w: Window) -> Outcome:
         floor = max(w.lo, out.floor)
         if out.verdict is Verdict.FOUND and out.found.ii > floor:  # kept; the window below it goes on
             best = out.found
-            ctx.upper = hints.read(best.model, best.solver.value, budgets=True)
+            ctx.hold(best)
             w = Window(floor, best.ii - 1)
             continue
         if out.verdict is Verdict.EMPTY and best is not None:
@@ -674,7 +674,7 @@ def _probe_above(ctx: Context, floor: int, hi: int, cap: int) -> Found | None:
         out = phase.run(ctx, Window(lo, top), phase.budget)
         if out.found is not None:
             best = out.found
-            ctx.upper = hints.read(best.model, best.solver.value, budgets=True)
+            ctx.hold(best)
         if best is not None and best.free(ctx.options):
             break
     return best

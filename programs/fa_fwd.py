@@ -13,7 +13,8 @@ stored to TMEM on its own; P·V is split after ``split_p`` fragments (its first 
 the last fragments are computed); O stays resident in TMEM (an in-place ring P·V_a -> P·V_b ->
 next P·V_a) and is corrected in ``o_chunks`` column chunks; a fraction ``emu`` of the exp2 runs as
 a polynomial on the FMA/ALU pipes; the row max uses 3-input max; TMEM loads block their warps
-until the data lands; Q and the O staging buffer hold SMEM outside the loop. Sources: FA4
+until the data lands; Q and the O staging buffer hold SMEM outside the loop (Q alone at the
+tile level: the O staging reuses Q's tile). Sources: FA4
 (flash_attn/cute/flash_fwd_sm100.py, softmax.py, utils.py at 0251105a), read side by side with
 this program in ../shared/research/fa4.md.
 """
@@ -56,10 +57,11 @@ def build(arch: Arch, block_m: int, block_n: int, head_dim: int, dtype: str, sub
             _granular_subtile(b, arch, f"{j}", rows, n, d, dtype, s_frags, split_p, o_chunks, emu)
         else:
             _subtile(b, arch, f"{j}", rows, n, d, dtype, tmem)
-    if granular:
-        # Q (all sub-tiles) and the O staging buffer of the epilogue are SMEM for the whole kernel
-        # (FA4: sQ and sO, 2 x 32 KiB each at hd 128, flash_fwd_sm100.py 395-405)
-        b.static_smem = 2 * block_m * d * esize
+    # Q (all sub-tiles) is SMEM for the whole kernel: every Q·Kᵀ reads it from there (wgmma and
+    # tcgen05 take A from SMEM). FA4 keeps the O staging buffer of the epilogue apart (sQ and sO,
+    # 2 x 32 KiB each at hd 128, flash_fwd_sm100.py 395-405); twill's Hopper frame stages O in Q's
+    # tile, which no Q·Kᵀ reads once the last P·V of its sub-tile is due (docs/codegen.md §4.5).
+    b.static_smem = (2 if granular else 1) * block_m * d * esize
     return b.build()
 
 

@@ -223,3 +223,95 @@ def test_without_rule_12_ptxas_spreads_the_row_sum_through_the_pv_issue(monkeypa
     for wgmmas in loop_wgmmas(disassemble(c.cubin)):
         pv = next(g for g in wgmmas if re.search(r"HGMMA\S* R\d+, R\d+, gdesc", g[0]))
         assert sum(1 for t in pv if t.startswith("FADD")) >= 16
+
+
+# ---- register hand-offs --------------------------------------------------------------------------
+HANDOFF = SCHEDULES / "fa_handoff.json"  # the warpgroup-rate variant's schedule: P and alpha cross groups
+
+
+def test_register_values_read_in_another_group_go_through_smem_slots():
+    """``fa_handoff.json`` (II 2445 on h200_warpgroup_rates.toml): groups 1 and 3 compute the softmax of
+    one sub-tile each and hand P (fp16, 16 KiB) and alpha (a row vector) to group 2, which issues both
+    P·V; the row sums stay where they are computed, so the output write in group 2 reads their last
+    values across groups too. Each value gets the depth of its schedule buffer ``src->dst``."""
+    sched = Schedule.read(HANDOFF)
+    plan = generate(sched).plan
+    assert {h.op: (h.group, h.readers, h.reader_groups, h.copies) for h in plan.handoffs.values()} == {
+        "cast0": (1, ("pv0",), (2,), 1), "alpha0": (1, ("rescale0",), (2,), 1),
+        "cast1": (3, ("pv1",), (2,), 1), "alpha1": (3, ("rescale1",), (2,), 1)}
+    assert plan.handoffs["cast0"].slot_bytes == 64 * 128 * 2 and plan.handoffs["alpha0"].slot_bytes == 64 * 4
+    assert [(f.op, f.group, f.reader_group) for f in plan.finals] == [("rowsum0", 1, 2), ("rowsum1", 3, 2)]
+    rings = sum(r.copies * r.slot_bytes for r in plan.rings.values())
+    hands = sum(h.copies * (h.slot_bytes + 16) for h in plan.handoffs.values()) + 2 * (64 * 4 + 8)
+    assert plan.smem_bytes == rings + hands + 128 * 128 * 2 + 8 + 8 * (2 + 2 + 2 + 2)  # + Q, its barrier, 2 channels
+    # P·V's round is its iteration + 1 and it has the lowest stage of group 2: round 0 is taken empty up front
+    assert [(w.group, w.ops, w.rounds) for w in plan.windows] == [
+        (1, ("qk0",), {"qk0": 0}), (2, ("pv0",), {"pv0": 1}), (3, ("qk1",), {"qk1": 0}), (2, ("pv1",), {"pv1": 1})]
+
+
+def test_hand_off_source_waits_stores_publishes_and_releases():
+    src = generate(Schedule.read(HANDOFF)).source
+    g1, g2 = loop_of(src, 1), loop_of(src, 2)
+    send = ["mbarrier.wait(cast0_hand_empty.index(0), (((t - 1) // 1) & 1) ^ 1)", "cast0_hand.index(0).store(cast0)",
+            "gl.thread_barrier()", "mbarrier.arrive(cast0_hand_full.index(0))"]
+    at = [g1.index(x, g1.index("cast0 = gl.convert_layout")) for x in send]
+    assert at == sorted(at)  # in this order, right after the cast
+    take = ["mbarrier.wait(cast0_hand_full.index(0), ((t) // 1) & 1)",
+            "cast0 = cast0_hand.index(0).load(gl.DotOperandLayout(operand_index=0, parent=o0_layout, k_width=2))",
+            "gl.thread_barrier()", "mbarrier.arrive(cast0_hand_empty.index(0))",
+            "o0 = warpgroup_mma(cast0, load_v_ring.index((t) % 2), rescale0, is_async=True)"]
+    at = [g2.index(x, g2.index("mbarrier.wait(cast0_hand_full")) for x in take]
+    assert at == sorted(at)  # the consumer loads P into wgmma's register-A layout, frees the slot, issues P·V
+    assert "s0_layout: gl.constexpr" in body(src, 2)  # alpha0 loads into the row layout of qk0's accumulator
+    assert "o0_layout: gl.constexpr" in body(src, 1)  # the producer casts P into P·V's operand layout
+    tail = body(src, 2).split("# epilogue step")[-1]
+    assert tail.index("mbarrier.wait(rowsum0_final_bar.index(0), 0)") < tail.index("1.0 / rowsum0_last")
+    assert "rowsum0_final.index(0).store(rowsum0)" in body(src, 1).split("# epilogue step")[-1]
+
+
+def test_a_hand_off_the_schedule_gives_too_few_slots_is_refused():
+    """The slot of iteration j is free again when its reader has loaded it; a reader due one II later than
+    the schedule's (distance 1) would need a second slot, which the schedule's buffer does not have."""
+    from dataclasses import replace
+
+    import twill.codegen.plan as plan_mod
+    from twill.validate import problem_for
+
+    sched = Schedule.read(HANDOFF)
+    problem = problem_for(sched)
+    edge = next(e for e in problem.edges if (e.src, e.dst) == ("cast0", "pv0"))
+    plan_mod._check_slots(sched, problem, "cast0", [edge], 1)  # the schedule's own timing: one slot
+    with pytest.raises(CodegenError, match="needs 2 SMEM slots; the schedule gives it 1"):
+        plan_mod._check_slots(sched, problem, "cast0", [replace(edge, distance=1)], 1)
+
+
+def test_a_wgmma_accumulator_read_in_another_group_is_refused():
+    """The plan itself refuses it (the validator would too, on this mutation's timing): the accumulator
+    would have to be retired before its store, and no rule of the emitter places that retire."""
+    from twill.codegen.plan import make_plan
+    from twill.validate import problem_for
+
+    d = json.loads(HANDOFF.read_text(encoding="utf-8"))
+    for g in d["groups"]:  # Q·Kᵀ0 moves to group 3, its row max stays in group 1
+        if g["id"] in (1, 3):
+            g["ops"] = [o for o in g["ops"] if o != "qk0"] + (["qk0"] if g["id"] == 3 else [])
+    for o in d["ops"]:
+        if o["id"] == "qk0":
+            o["group"] = 3
+    sched = Schedule.from_dict(d)
+    with pytest.raises(CodegenError, match="qk0 \\(a wgmma\\) is read in group 1; only register ops' values"):
+        make_plan(sched, problem_for(sched))
+
+
+def test_the_hand_off_kernel_compiles_and_fits_without_spills():
+    """Compiled for sm_90a; at the schedule's budgets ptxas spills in group 2 (two 64x128 fp32 accumulators and
+    P in registers under 152), and ``--fit-registers`` raises group 2 alone to 192 (every group together runs
+    out of register file first). That kernel passed its checks on the H200 (bench/results/h200/handoff/)."""
+    pytest.importorskip("triton", minversion="3.6")
+    from twill.codegen.fit import fit_registers
+
+    fitted = fit_registers(Schedule.read(HANDOFF))
+    assert fitted.spilled[0] > 0 and fitted.raised == {2: 40}
+    c = fitted.compiled
+    assert (c.spill_stores, c.spill_loads) == (0, 0) and c.requested_regs == (24, 192, 128)
+    assert "C7511" not in c.ptxas_log and "C7515" not in c.ptxas_log

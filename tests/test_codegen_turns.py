@@ -31,6 +31,24 @@ TURN_LINE = re.compile(r'"bar\.(?:sync|arrive) \d+, \d+;|mbarrier\.(?:wait|arriv
 BEFORE_FIX = {"fa_opt": "043c94bfc7a9b241d3f069d4cd06be2144df6aa78cda5321394d55994caea96d"}
 
 
+def staged_apart(src: str) -> str:
+    """``src`` as the emitter wrote it before the O staging moved into Q's tile (session 63): its own
+    ``o_smem`` tile (``block_m`` x ``head_dim``), an argument of every partition, the epilogue's store and TMA
+    store through it. The kernels recorded before then are compared through this."""
+    lines, out = src.splitlines(), []
+    for ln in lines:
+        ln = ln.replace("q_smem, q_bar", "q_smem, o_smem, q_bar")
+        if "frame: epilogue, result -> SMEM" in ln or "async_copy_shared_to_global(o_desc" in ln:
+            ln = ln.replace("q_smem", "o_smem")
+        if ln.startswith("SMEM "):
+            head = re.match(r"SMEM (\d+) B", ln)
+            ln = ln.replace(head.group(0), f"SMEM {int(head.group(1)) + 128 * 128 * 2} B")
+        out.append(ln)
+        if "q_smem = gl.allocate_shared_memory" in ln:
+            out.append("    o_smem = gl.allocate_shared_memory(gl.float16, [128, 128], o_desc.layout)  # frame: staging")
+    return "\n".join(out) + "\n"
+
+
 def opt2(turns: bool | str = True):
     return generate(Schedule.read(OPT2), turns=turns, arch=OPT2_ARCH)
 
@@ -90,10 +108,11 @@ def test_fa_opt2_is_the_hand_patched_kernel_less_its_passes_of_round_n():
     patched = (VARIANTS / "fa_opt2_patched.py").read_text(encoding="utf-8").splitlines()
     kept = [ln for ln in patched if not ('"bar.arrive' in ln and ln.endswith("(round n_iter)"))]
     assert len(patched) - len(kept) == 2
-    assert code(opt2().source) == code("\n".join(kept))
-    # the kernel timed on the GPU (bench/results/h200/codegen_fa_ablate_opt2_fixed.json) is today's output
+    assert code(staged_apart(opt2().source)) == code("\n".join(kept))
+    # the kernel timed on the GPU (bench/results/h200/codegen_fa_ablate_opt2_fixed.json) is today's output, but
+    # for the O staging
     fixed = generate(Schedule.read(OPT2), "fa_opt2.json", arch=OPT2_ARCH).source
-    assert (VARIANTS / "fa_opt2_fixed.py").read_text(encoding="utf-8") == fixed
+    assert (VARIANTS / "fa_opt2_fixed.py").read_text(encoding="utf-8") == staged_apart(fixed)
 
 
 def test_the_kernel_generated_before_the_fix_is_refused():
@@ -216,7 +235,7 @@ def test_without_empty_turns_fa_cap_is_refused(monkeypatch):
 # ---- nothing else changes -----------------------------------------------------------------------
 @pytest.mark.parametrize("name", sorted(BEFORE_FIX))
 def test_source_is_byte_identical_where_the_bug_did_not_apply(name):
-    src = generate(Schedule.read(SCHEDULES / f"{name}.json")).source
+    src = staged_apart(generate(Schedule.read(SCHEDULES / f"{name}.json")).source)
     assert hashlib.sha256(src.encode()).hexdigest() == BEFORE_FIX[name]
 
 

@@ -218,17 +218,27 @@ def test_the_same_input_gives_the_same_schedule(b200):
     assert a.schedule.reproducible_dict() == b.schedule.reproducible_dict()
 
 
-def test_registers_pack_narrow_groups_into_one_budget(b200, h100):
-    """On b200 setmaxnreg is per warpgroup: two 1-warp groups share one 4-warp pack at one budget,
-    and the pack is charged whole; on h100 each group keeps its own budget."""
-    p = problem("fa_fwd", "b200")
+@pytest.mark.parametrize("arch", ["b200", "h100"])
+def test_registers_pack_narrow_groups_into_one_budget(arch, b200, h100):
+    """setmaxnreg is per warpgroup (sm_90a and sm_100a alike: ``reg_alloc_group_warps`` 4): two 1-warp groups
+    share one 4-warp pack at one budget, and the pack is charged whole."""
+    p = problem("fa_fwd", arch)
     sizes = sorted(p.arch.warp_group_sizes())
     regs = _Registers(p, SolveOptions(), {0: sizes, 1: sizes, 2: [w for w in sizes if w >= 4]})
     warps, budgets = regs.fit({0: 0, 1: 1000, 2: 40000})
     # 2 warps at 40 (1000 <= 2 x 16 x 32) beat 1 warp at 56: the pack of 4 warps is charged at 40
     assert warps == {0: 1, 1: 2, 2: 8} and budgets[0] == budgets[1] == 40 and budgets[2] == 184
     assert regs.fit({0: 0, 1: 0, 2: 60000}) is None
+
+
+def test_without_warpgroup_allocation_each_narrow_group_keeps_its_budget(h100):
+    """An arch whose register allocation is per warp (no ``reg_alloc_group_warps``) gives each group its own
+    budget: the 1-warp loader keeps the floor, the other the least that holds its 1000 words."""
+    from dataclasses import replace
+
     p = problem("fa_fwd", "h100")
+    limits = {k: v for k, v in p.arch.limits.items() if k != "reg_alloc_group_warps"}
+    p = replace(p, arch=replace(p.arch, limits=limits))
     sizes = sorted(p.arch.warp_group_sizes())
     warps, budgets = _Registers(p, SolveOptions(), {0: sizes, 1: sizes}).fit({0: 0, 1: 1000})
     assert warps == {0: 1, 1: 1} and budgets == {0: 24, 1: 56}

@@ -39,7 +39,7 @@ def test_toy_rows_and_labels(toy):
     ax = fig.axes[0]
     rows = [t.get_text() for t in ax.get_yticklabels()]
     assert rows == ["unit tc", "unit mufu", group_label(s.groups[0])]
-    assert rows[2].startswith("group 0 (1 warp, 24 regs): ")
+    assert rows[2].startswith("group 0 (4 warps, 24 regs): ")  # a narrower group would hold a warpgroup's budget
     iterations = s.stages + 2
     texts = _texts(fig)
     assert f"steady state (II = {s.ii} cycles)" in texts

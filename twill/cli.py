@@ -445,8 +445,8 @@ def cmd_codegen(args: argparse.Namespace) -> int:
         fitted = fit_registers(Schedule.read(args.schedule), Path(args.schedule).name, turns)
         gen = fitted.generated
         Path(args.output).write_text(gen.source, encoding="utf-8")
-        said = (f"register budgets raised by {fitted.raised_by} (ptxas spilled {fitted.spilled[0]}/{fitted.spilled[1]} "
-                "B at the schedule's)" if fitted.raised_by else
+        said = (f"{fitted.said()} (ptxas spilled {fitted.spilled[0]}/{fitted.spilled[1]} B at the schedule's)"
+                if fitted.raised_by else
                 "the schedule's register budgets kept" + (" (ptxas spills at them, and the register file has no more "
                                                           "to give)" if any(fitted.spilled) else ""))
         print(f"fit: {said}")

@@ -106,6 +106,9 @@ class _Body:
             self.wait(len(self.st.inflight) - 1 - pos, f"{reader} reads {op} of iteration {j.expr()}: retire it first",
                       depth)
         name = self.lookup(op, j)
+        if name is None and self._receives(op):
+            self.receive(op, j, depth)
+            name = self.lookup(op, j)
         if name is None:
             raise CodegenError(f"codegen: {reader} reads {op} of iteration {j.expr()}, which no variable holds at "
                                f"that point in group {self.part.group}'s program")
@@ -138,6 +141,42 @@ class _Body:
             return self.read(src, j.shift(-distance), op, depth)
         return read
 
+    # ---- register hand-offs ------------------------------------------------------------------------
+    def _receives(self, op: str) -> bool:
+        h = self.plan.handoffs.get(op)
+        return h is not None and self.part.group in h.reader_groups and op not in self.part.ops
+
+    def _sync(self, depth: int, why: str) -> None:
+        """A partition-wide barrier before one thread's mbarrier arrival speaks for every warp."""
+        if self.part.warps > 1:
+            self.add(f"gl.thread_barrier()  # {why}", depth)
+
+    def send(self, op: str, j: T.Iter, depth: int) -> None:
+        """Hand ``op`` of iteration ``j`` to the groups that read it: wait for its slot to be free, store,
+        publish. Only iterations that exist are sent (a peeled prologue step may compute one past the last)."""
+        h = self.plan.handoffs[op]
+        if _needs_upper_guard(j):
+            self.add(f"if {j.expr()} < {self.n}:  # hand off only iterations that exist", depth)
+            depth += 1
+        to = f"{op} of iteration {j.expr()} to group(s) {list(h.reader_groups)} ({', '.join(h.readers)})"
+        self.add(T.wait_empty(h.name, j, h.copies, None, f"{h.name}: {h.copies_from}"), depth)
+        self.add(f"{h.name}.index({T.slot(j, h.copies)}).store({self.name(op, 0)})  # register hand-off: {to}",
+                 depth)
+        self._sync(depth, "every warp has stored its part before the slot is published")
+        self.add(T.signal_full(h.name, j, h.copies, to), depth)
+
+    def receive(self, op: str, j: T.Iter, depth: int) -> None:
+        """Load ``op`` of iteration ``j`` from the producer's hand-off slot into this group's registers and
+        free the slot (wait and release only for iterations that exist; the load itself is harmless)."""
+        h = self.plan.handoffs[op]
+        pred = f"{j.expr()} < {self.n}" if _needs_upper_guard(j) else None
+        self.add(T.wait_full(h.name, j, h.copies, f"{op} handed off by group {h.group}", pred), depth)
+        self.assign(op, j, f"{h.name}.index({T.slot(j, h.copies)}).load({h.value.layout})",
+                    f"{op} of iteration {j.expr()} from group {h.group}'s registers, through SMEM", depth)
+        self._sync(depth, "every warp has loaded before the slot is released")
+        self.add(T.release(h.name, j, h.copies, pred, f"group {self.part.group} holds {op} of iteration "
+                                                      f"{j.expr()} in registers"), depth)
+
     # ---- ops -----------------------------------------------------------------------------------
     def load(self, op: str, j: T.Iter, depth: int) -> None:
         plan, sched = self.plan, self.plan.schedule
@@ -162,6 +201,8 @@ class _Body:
         expr = self.plan.frame.compute(op, self.reader(op, j, depth))
         self.assign(op, j, expr, f"{op} of iteration {j.expr()}: group {o.group}, stage {o.stage}, offset {o.offset}",
                     depth)
+        if op in self.plan.handoffs:
+            self.send(op, j, depth)
 
     def _operand_a(self, op: str, spec, j: T.Iter, depth: int) -> str:
         if spec.a_from == "regs":
@@ -436,6 +477,15 @@ def _emit_partition(plan: Plan, part: Partition, depth: dict[str, int], check: b
         spec = plan.mmas[op]
         b.add(f"{spec.acc}_layout: gl.constexpr = {T.acc_layout(part.warps, spec.acc_shape[1])}  # wgmma accumulator "
               f"over group {part.group}'s {part.warps} warps")
+    received = [h.op for h in plan.received(part.group)]
+    finals = [f for f in plan.finals if f.reader_group == part.group]
+    values = [plan.handoffs[o].value for o in [*received, *(o for o in part.ops if o in plan.handoffs)]]
+    needs = dict.fromkeys(m for v in [*values, *(f.value for f in finals)] for m in v.needs if m not in mine)
+    for op in needs:
+        spec = plan.mmas[op]
+        b.add(f"{spec.acc}_layout: gl.constexpr = {T.acc_layout(part.warps, spec.acc_shape[1])}  # the layout of "
+              f"{op}'s accumulator over group {part.group}'s {part.warps} warps: a value handed between groups is "
+              "laid out by it")
     if plan.turn_kind == "named" and any(w.group == part.group for w in plan.windows):
         b.add(T.turn_token(part.warps))
         last = plan.windows[-1]
@@ -443,7 +493,7 @@ def _emit_partition(plan: Plan, part: Partition, depth: dict[str, int], check: b
             bar, threads = plan.turn_barrier(0)
             b.add(T.named_barrier("arrive", bar, threads, f"pass round -1 to group {plan.windows[0].group}: the "
                                   "first window of the first round opens on it"))
-    for op in part.ops:
+    for op in [*part.ops, *received]:
         spec = plan.mmas.get(op)
         if spec is not None and spec.acc_from is None:
             m, n = spec.acc_shape
@@ -458,6 +508,7 @@ def _emit_partition(plan: Plan, part: Partition, depth: dict[str, int], check: b
             raise CodegenError(f"codegen: {op} is read before iteration 0 but the frame gives no starting value")
         b.st.hist[op] = [T.Iter("", -1, 0)]
         b.add(f"{plan.var(op)} = {init}")
+    _rounds_before_first(b)
     for p in range(S):
         b.add(f"# prologue step {p}: ops with stage offset <= {p} (stage peeling, depth {S})")
         b.step([(op, T.Iter("", p - part.stage[op], 0)) for op in part.ops if part.stage[op] <= p], 1,
@@ -498,13 +549,44 @@ def _emit_partition(plan: Plan, part: Partition, depth: dict[str, int], check: b
             b.pass_turn(plan.windows[pos], rnd, 1)
     b.wait(0, "frame: the epilogue reads the accumulators", 1, release=False)
     last = T.Iter(b.n, -1, 1)
+    for f in plan.finals:
+        if f.group == part.group:
+            value = b.read(f.op, last, f"group {f.reader_group}'s write of its output", 1)
+            b.add(f"{f.name}.index(0).store({value})  # hand the last {f.op} to group {f.reader_group}, whose output "
+                  "reads it")
+            b._sync(1, "every warp has stored its part before the value is published")
+            b.add(f"mbarrier.arrive({f.name}_bar.index(0))  # {f.op} of the last iteration is in SMEM")
+    loaded: dict[str, str] = {}
     for op in frame.outputs():
         if op in part.ops:
             def read(src: str, _distance: int, op: str = op) -> str:
-                return b.read(src, last, f"the frame's write of {op}", 1)
+                f = next((f for f in finals if f.op == src), None)
+                if f is None:
+                    return b.read(src, last, f"the frame's write of {op}", 1)
+                if src not in loaded:
+                    loaded[src] = f"{src}_last"
+                    b.add(f"mbarrier.wait({f.name}_bar.index(0), 0)  # group {f.group} publishes its last {src}")
+                    b.add(f"{src}_last = {f.name}.index(0).load({f.value.layout})  # {src} of the last iteration, "
+                          f"from group {f.group}")
+                return loaded[src]
             for line in frame.finish(op, plan.mmas[op], read):
                 b.add(line)
     return b
+
+
+def _rounds_before_first(b: _Body) -> None:
+    """Take empty the rounds on the token's path that come before anything the program visits: a
+    window whose first wgmma f issues round i + rounds[f] for iteration i, in a group whose prologue
+    starts at iteration -stage[f], never sees rounds 0 .. rounds[f] - stage[f] - 1 (P·V(i - 1) in
+    round i of a group where P·V has the lowest stage); they are taken first, in token order."""
+    plan, part = b.plan, b.part
+    early = sorted((r, w.position) for w in plan.windows if w.group == part.group
+                   for r in range(max(0, w.rounds[w.first] - part.stage[w.first])))
+    for r, pos in early:
+        win, rnd = plan.windows[pos], T.Iter("", r, 0)
+        chain = b._in_chain(win, rnd)
+        if chain is not False:
+            b.empty_turn(win, rnd, 1, chain if isinstance(chain, str) else None)
 
 
 def _read_before_first(plan: Plan, part: Partition, op: str) -> bool:
@@ -526,7 +608,8 @@ def _partition(plan: Plan, part: Partition, args: str) -> list[str]:
         f'{", ".join(part.ops)} (by offset{f" from {part.cut}" if part.cut else ""}); {part.depth} peeled stage(s)."""',
     ]
     # a first pass measures how many rotated copies each value needs; the second emits them
-    probe = _emit_partition(plan, part, {op: 8 for op in part.ops}, check=False)
+    probe = _emit_partition(plan, part, {op: 8 for op in [*part.ops, *(h.op for h in plan.received(part.group))]},
+                            check=False)
     body = _emit_partition(plan, part, probe.used)
     if len(body.lines) == 0:
         body.add("pass")
@@ -556,6 +639,24 @@ def _kernel(plan: Plan, name: str, args: list[str]) -> list[str]:
         if ch.cross:
             lines.append(f"{IND * 2}mbarrier.init({ch.name}_empty.index(i), count={len(ch.reader_groups)})"
                          f"  # one release per reader group")
+    for h in plan.handoffs.values():
+        v = h.value
+        lines.append(f"{IND}{h.name} = gl.allocate_shared_memory({v.dtype}, {[h.copies, *v.shape]}, {v.smem_layout})"
+                     f"  # register hand-off {h.op} (group {h.group}) -> {', '.join(h.readers)}: {h.copies_from}")
+        lines.append(f"{IND}{h.name}_full = gl.allocate_shared_memory(gl.int64, [{h.copies}, 1], "
+                     "mbarrier.MBarrierLayout())")
+        lines.append(f"{IND}{h.name}_empty = gl.allocate_shared_memory(gl.int64, [{h.copies}, 1], "
+                     "mbarrier.MBarrierLayout())")
+        lines.append(f"{IND}for i in gl.static_range({h.copies}):")
+        lines.append(f"{IND * 2}mbarrier.init({h.name}_full.index(i), count=1)  # the producer group publishes")
+        lines.append(f"{IND * 2}mbarrier.init({h.name}_empty.index(i), count={len(h.reader_groups)})"
+                     "  # one release per reader group")
+    for f in plan.finals:
+        v = f.value
+        lines.append(f"{IND}{f.name} = gl.allocate_shared_memory({v.dtype}, {[1, *v.shape]}, {v.smem_layout})"
+                     f"  # the last {f.op} (group {f.group}) for group {f.reader_group}'s output")
+        lines.append(f"{IND}{f.name}_bar = gl.allocate_shared_memory(gl.int64, [1, 1], mbarrier.MBarrierLayout())")
+        lines.append(f"{IND}mbarrier.init({f.name}_bar.index(0), count=1)")
     if plan.turn_kind == "mbarrier":
         lines.append(f"{IND}turn = gl.allocate_shared_memory(gl.int64, [{len(plan.turns)}, 1], mbarrier.MBarrierLayout())"
                      f"  # tensor-core turns of groups {plan.turns} (disjoint TC windows in the schedule)")
@@ -588,6 +689,10 @@ def emit_source(plan: Plan, schedule_name: str = "") -> str:
         args.append(f"{ch.name}_full")
         if ch.cross:
             args.append(f"{ch.name}_empty")
+    for h in plan.handoffs.values():
+        args += [h.name, f"{h.name}_full", f"{h.name}_empty"]
+    for f in plan.finals:
+        args += [f.name, f"{f.name}_bar"]
     if plan.turn_kind == "mbarrier":
         args.append("turn")
     args += list(frame.scalars())

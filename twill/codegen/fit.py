@@ -25,8 +25,19 @@ __all__ = ["Fitted", "fit_registers"]
 class Fitted:
     generated: Generated
     compiled: Compiled
-    raised_by: int  # registers added to every register-holding group's budget (0: the schedule's own)
+    raised: dict[int, int]  # group -> registers added to its budget (empty: the schedule's own)
     spilled: tuple[int, int]  # (stores, loads) in bytes at the schedule's own budgets
+
+    @property
+    def raised_by(self) -> int:
+        """The most registers any group was given above the schedule's budget."""
+        return max(self.raised.values(), default=0)
+
+    def said(self) -> str:
+        """One phrase for what was raised: every register-holding group alike, or group by group."""
+        if len(set(self.raised.values())) == 1 and len(self.raised) > 1:
+            return f"register budgets {self.raised_by} above the schedule's"
+        return "register budgets raised (" + ", ".join(f"group {g} +{n}" for g, n in sorted(self.raised.items())) + ")"
 
 
 def _raised(sched: Schedule, by: int, floor: int, cap: int) -> Schedule:
@@ -37,11 +48,52 @@ def _raised(sched: Schedule, by: int, floor: int, cap: int) -> Schedule:
     return replace(sched, groups=groups)
 
 
+def _spill(c: Compiled) -> int:
+    return c.spill_stores + c.spill_loads
+
+
+def _fitted(trial: Generated, compiled: Compiled, raised: dict[int, int], spilled: tuple[int, int]) -> Fitted:
+    fitted = Fitted(trial, compiled, raised, spilled)
+    note = (f" -- do not edit; {fitted.said()}, where ptxas spilled {spilled[0]}/{spilled[1]} B (stores/loads): "
+            "twill codegen --fit-registers")
+    return replace(fitted, generated=replace(trial, source=trial.source.replace(" -- do not edit.", note + ".", 1)))
+
+
+def _one_group_at_a_time(sched: Schedule, gen: Generated, first: Compiled, name: str, turns: bool | str,
+                         arch: str | Path | None) -> tuple[Generated, Compiled, dict[int, int]] | None:
+    """Where raising every group together runs out of register file, the spills may sit in one group: raise
+    one group a step at a time, each round the group whose raise leaves the fewest spill bytes, while that
+    lowers them. (ptxas reports one kernel's spills, not a partition's, so each candidate is compiled.)"""
+    a = gen.plan.problem.arch
+    floor, cap, step = (a.limit(k) for k in ("reg_alloc_min", "reg_alloc_max", "reg_alloc_step"))
+    holding = [g.id for g in sched.groups if g.regs_per_thread is not None and g.regs_per_thread > floor]
+    by = dict.fromkeys(holding, 0)
+    best = (gen, first)
+    while _spill(best[1]):
+        trials = []
+        for g in holding:
+            raised = {**by, g: by[g] + step}
+            groups = [replace(x, regs_per_thread=min(cap, x.regs_per_thread + raised[x.id])) if x.id in raised else x
+                      for x in sched.groups]
+            try:
+                trial = generate(replace(sched, groups=groups), name, turns, arch)
+            except CodegenError:  # the register file or the grant is spent for this group
+                continue
+            trials.append((_spill(c := compile_generated(trial.source, trial.plan.frame, "twill_fit")), g, trial, c))
+        if not trials or min(trials, key=lambda t: t[:2])[0] >= _spill(best[1]):
+            return None
+        _, g, trial, c = min(trials, key=lambda t: t[:2])
+        by[g] += step
+        best = (trial, c)
+    return best[0], best[1], {g: n for g, n in by.items() if n}
+
+
 def fit_registers(sched: Schedule, name: str = "", turns: bool | str = True,
                   arch: str | Path | None = None) -> Fitted:
     """Generate and compile ``sched``; while ptxas spills, raise the register-holding groups' budgets together by
     one ``setmaxnreg`` step and try again, until it spills nothing or the register file (or the compiler's grant)
-    has no more to give; the first budgets without spills, else the schedule's own."""
+    has no more to give; then one group at a time (``_one_group_at_a_time``). The first budgets without spills,
+    else the schedule's own."""
     gen = generate(sched, name, turns, arch)
     first = compile_generated(gen.source, gen.plan.frame, "twill_fit")
     spilled = (first.spill_stores, first.spill_loads)
@@ -53,14 +105,16 @@ def fit_registers(sched: Schedule, name: str = "", turns: bool | str = True,
         try:
             trial = generate(_raised(sched, by, floor, cap), name, turns, arch)
         except CodegenError:  # the register file or the grant is spent
-            return Fitted(gen, first, 0, spilled)
+            break
         compiled = compile_generated(trial.source, trial.plan.frame, "twill_fit")
         if not (compiled.spill_stores or compiled.spill_loads):
-            note = (f" -- do not edit; register budgets {by} above the schedule's, where ptxas spilled "
-                    f"{spilled[0]}/{spilled[1]} B (stores/loads): twill codegen --fit-registers")
-            return Fitted(replace(trial, source=trial.source.replace(" -- do not edit.", note + ".", 1)),
-                          compiled, by, spilled)
+            raised = {g.id: by for g in sched.groups if g.regs_per_thread is not None and g.regs_per_thread > floor}
+            return _fitted(trial, compiled, raised, spilled)
         if all(g.regs_per_thread is None or g.regs_per_thread <= floor or g.regs_per_thread + by >= cap
                for g in sched.groups):
             break
-    return Fitted(gen, first, 0, spilled)
+    if _spill(first):
+        found = _one_group_at_a_time(sched, gen, first, name, turns, arch)
+        if found is not None:
+            return _fitted(*found, spilled)
+    return Fitted(gen, first, {}, spilled)

@@ -19,7 +19,7 @@ from typing import Any
 
 from twill.errors import TwillError
 
-__all__ = ["RingSpec", "MmaSpec", "Frame", "GemmFrame", "FaFwdFrame", "frame_for", "FRAMES"]
+__all__ = ["RingSpec", "MmaSpec", "ValueSpec", "Frame", "GemmFrame", "FaFwdFrame", "frame_for", "FRAMES"]
 
 GL_DTYPES = {"fp16": ("gl.float16", "torch.float16", "fp16", 2), "bf16": ("gl.bfloat16", "torch.bfloat16", "bf16", 2)}
 
@@ -53,6 +53,31 @@ class MmaSpec:
     a_from: str = "ring"
     acc_from: str | None = None
     acc_distance: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class ValueSpec:
+    """A register value as another group receives it through SMEM: its shape and element type, the
+    distributed layout the reader loads it into (a Gluon expression in the reader's partition), and
+    the MMAs whose ``{acc}_layout`` that expression names (the reader defines them over its warps)."""
+
+    shape: tuple[int, ...]
+    dtype: str  # gl dtype expression
+    esize: int
+    layout: str
+    needs: tuple[str, ...] = ()
+
+    @property
+    def bytes(self) -> int:
+        return math.prod(self.shape) * self.esize
+
+    @property
+    def smem_layout(self) -> str:
+        """Row-major 2-D values take the NVMMA swizzle of their row width (few bank conflicts for the
+        accumulator layout's stores); a row vector is unswizzled."""
+        if len(self.shape) == 2:
+            return f"gl.NVMMASharedLayout.get_default_for({list(self.shape)}, {self.dtype})"
+        return "gl.SwizzledSharedLayout(1, 1, 1, order=[0])"
 
 
 class Frame:
@@ -96,6 +121,10 @@ class Frame:
     def after_alloc(self) -> list[str]:
         """Kernel lines after SMEM and barriers are allocated, before the partitions start."""
         return []
+
+    def value(self, op: str) -> ValueSpec:
+        """How ``op``'s register value is received by another group (register hand-offs)."""
+        raise TwillError(f"the {self.program} frame gives {op!r} no hand-off value")
 
     def outputs(self) -> tuple[str, ...]:
         """Ops whose last value leaves the loop; ``finish`` writes it."""
@@ -259,7 +288,7 @@ class FaFwdFrame(Frame):
     j·rows.. (sub-tile j) from SMEM and K through a transposed view, into a fresh fp32 S;
     the softmax works in base 2 (``qk_scale`` = sm_scale·log2 e); the running max starts at -inf
     and the row sum and O at 0; P is cast to the input dtype in wgmma's register-A layout (RS
-    wgmma); after the loop O / l goes through an SMEM staging tile and one TMA store per sub-tile.
+    wgmma); after the loop O / l is staged in Q's SMEM rows of its sub-tile and leaves by one TMA store each.
     """
 
     program = "fa_fwd"
@@ -310,8 +339,10 @@ class FaFwdFrame(Frame):
 
     def staging(self) -> list[tuple[str, str, tuple[int, ...], str, int]]:
         tile = self.bm * self.d * self.esize
+        # no O tile of its own: the epilogue stages each sub-tile's O in that sub-tile's rows of Q,
+        # which its last Q·Kᵀ has read before its last P·V can issue (P·V(n-1) depends on Q·Kᵀ(n-1)
+        # of the same sub-tile through exp and cast); programs/fa_fwd.py counts Q alone
         return [("q_smem", self.gl_dtype, (self.bm, self.d), "q_desc.layout", tile),
-                ("o_smem", self.gl_dtype, (self.bm, self.d), "o_desc.layout", tile),
                 ("q_bar", "gl.int64", (1, 1), "mbarrier.MBarrierLayout()", 8)]
 
     def after_alloc(self) -> list[str]:
@@ -354,13 +385,33 @@ class FaFwdFrame(Frame):
             raise TwillError(f"fa_fwd frame: op {op!r} has no register computation")
         return exprs[role]()
 
+    def value(self, op: str) -> ValueSpec:
+        role = op.rstrip("0123456789")
+        j = self._tile(op, role)
+        tile, row = (self.rows, self.bn), (self.rows,)
+        specs = {  # (shape, dtype, esize, layout, the MMA whose accumulator layout it derives from)
+            "qk": (tile, "gl.float32", 4, f"s{j}_layout", f"qk{j}"),
+            "exp": (tile, "gl.float32", 4, f"s{j}_layout", f"qk{j}"),
+            "rowmax": (row, "gl.float32", 4, self._rowvec(j), f"qk{j}"),
+            "max": (row, "gl.float32", 4, self._rowvec(j), f"qk{j}"),
+            "alpha": (row, "gl.float32", 4, self._rowvec(j), f"qk{j}"),
+            "rowsum": (row, "gl.float32", 4, self._rowvec(j), f"qk{j}"),
+            "cast": (tile, self.gl_dtype, self.esize,
+                     f"gl.DotOperandLayout(operand_index=0, parent=o{j}_layout, k_width=2)", f"pv{j}"),
+            "rescale": ((self.rows, self.d), "gl.float32", 4, f"o{j}_layout", f"pv{j}"),
+        }
+        if role not in specs:
+            raise TwillError(f"fa_fwd frame: op {op!r} has no hand-off value")
+        shape, dtype, esize, layout, mma = specs[role]
+        return ValueSpec(shape, dtype, esize, layout, (mma,))
+
     def outputs(self) -> tuple[str, ...]:
         return tuple(f"pv{j}" for j in range(self.sub))
 
     def finish(self, op: str, spec: MmaSpec, read: Callable[[str, int], str]) -> list[str]:
         j = self._tile(op, "pv")
         first = j * self.rows
-        view = "o_smem" if self.sub == 1 else f"o_smem.slice({first}, {self.rows})"
+        view = "q_smem" if self.sub == 1 else f"q_smem.slice({first}, {self.rows})"  # O staged over Q's rows
         inv = f"gl.convert_layout(1.0 / {read(f'rowsum{j}', 0)}, gl.SliceLayout(1, o{j}_layout))"
         return self._store_tile(view, f"({read(op, 0)} * {inv}[:, None]).to({self.gl_dtype})", "o_desc",
                                 f"q_row{f' + {first}' if first else ''}, 0")

@@ -11,14 +11,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from twill.codegen.frames import Frame, MmaSpec, RingSpec, frame_for
+from twill.codegen.frames import Frame, MmaSpec, RingSpec, ValueSpec, frame_for
 from twill.codegen.regs import Grant, grant
 from twill.errors import TwillError
 from twill.ir import Carrier
 from twill.problem import Problem
 from twill.schedule import Schedule, ScheduledOp
 
-__all__ = ["CodegenError", "Ring", "Channel", "Partition", "MmaWait", "Turn", "Plan", "make_plan", "TURN_KINDS"]
+__all__ = ["CodegenError", "Ring", "Channel", "Handoff", "Final", "Partition", "MmaWait", "Turn", "Plan", "make_plan",
+           "TURN_KINDS"]
 
 MAX_PARTITIONS = 15  # named barrier ids 0 and 1 are taken; 2 + i per worker up to 16 (codegen.md §1.3)
 BARRIER_BYTES = 8
@@ -68,6 +69,44 @@ class Channel:
 
 
 @dataclass(frozen=True, slots=True)
+class Handoff:
+    """A register value read in another group: the producer stores each iteration's value in an SMEM
+    slot (``copies`` of them, the depth the schedule gave the hand-off buffer) and arrives on
+    ``full``; each reader group waits, loads it into its own registers and arrives on ``empty``."""
+
+    op: str
+    group: int
+    readers: tuple[str, ...]
+    reader_groups: tuple[int, ...]
+    copies: int
+    copies_from: str
+    value: ValueSpec
+
+    @property
+    def name(self) -> str:
+        return f"{self.op}_hand"
+
+    @property
+    def slot_bytes(self) -> int:
+        return self.value.bytes
+
+
+@dataclass(frozen=True, slots=True)
+class Final:
+    """The last value of ``op`` that the frame's write of an output in another group reads after the
+    loop: one SMEM slot, stored once by ``group`` after its epilogue, read once by ``reader_group``."""
+
+    op: str
+    group: int
+    reader_group: int
+    value: ValueSpec
+
+    @property
+    def name(self) -> str:
+        return f"{self.op}_final"
+
+
+@dataclass(frozen=True, slots=True)
 class MmaWait:
     """``warpgroup_mma_wait(depth)`` issued right after ``after`` (iteration j) retires ``op`` of
     iteration j - ``lag``; then the op's operand slots are released."""
@@ -111,6 +150,8 @@ class Plan:
     tc_windows: list[Turn] = field(default_factory=list)  # the schedule's TC windows, token or not (rule 12)
     turn_kind: str | None = None  # 'named' (bar.sync/bar.arrive), 'mbarrier', or None (no token)
     deferred: dict[str, str] = field(default_factory=dict)  # register op -> the wgmma it is emitted after (rule 12)
+    handoffs: dict[str, Handoff] = field(default_factory=dict)  # register values read in another group
+    finals: list[Final] = field(default_factory=list)  # last values the frame's writes read across groups
 
     @property
     def turns(self) -> list[int]:
@@ -153,6 +194,10 @@ class Plan:
 
     def channel_of(self, op: str) -> Channel:
         return next(c for c in self.channels if any(r.op == op for r in c.rings))
+
+    def received(self, group: int) -> list[Handoff]:
+        """The hand-offs ``group`` reads (it loads their values from SMEM)."""
+        return [h for h in self.handoffs.values() if group in h.reader_groups]
 
 
 
@@ -523,6 +568,68 @@ def _register_edge(problem: Problem, src: str, dst: str, distance: int) -> bool:
                for e in problem.edges)
 
 
+def _value(frame: Frame, op: str, why: str) -> ValueSpec:
+    try:
+        return frame.value(op)
+    except TwillError as err:
+        raise CodegenError(f"codegen: {why}, but {err}") from None
+
+
+def _handoffs(sched: Schedule, problem: Problem, frame: Frame) -> dict[str, Handoff]:
+    """One hand-off per register value read in another group (design.md §2.4: the schedule charged
+    the reader the store, the barrier and the load, and gave the value an SMEM buffer of its own,
+    named ``src->dst``, whose depth is the slot count). Only a register op's value is handed off
+    here: a wgmma's accumulator would have to be retired before its store, which no rule places."""
+    crossing: dict[str, list] = {}
+    for e in problem.edges:
+        if e.carrier == Carrier.REGISTERS and sched.group_of(e.src) != sched.group_of(e.dst):
+            crossing.setdefault(e.src, []).append(e)
+    depth = {b.value: b.copies for b in sched.buffers if b.memory == "smem"}
+    out = {}
+    for src, edges in crossing.items():
+        if _kind(problem, src) != "reg":
+            raise CodegenError(f"codegen: {src} (a {_kind(problem, src)}) is read in group "
+                               f"{sched.group_of(edges[0].dst)}; only register ops' values are handed off between groups")
+        names = [f"{src}->{e.dst}" for e in edges]
+        missing = [n for n in names if n not in depth]
+        if missing:
+            raise CodegenError(f"codegen: the schedule gives the hand-off {missing[0]} no SMEM buffer")
+        copies = max(depth[n] for n in names)
+        _check_slots(sched, problem, src, edges, copies)
+        readers = tuple(sorted({e.dst for e in edges}))
+        value = _value(frame, src, f"{src} is read in another group ({readers[0]})")
+        out[src] = Handoff(src, sched.group_of(src), readers, tuple(sorted({sched.group_of(r) for r in readers})),
+                           copies, f"schedule buffer {' / '.join(names)}: {copies} slot(s)", value)
+    return out
+
+
+def _check_slots(sched: Schedule, problem: Problem, src: str, edges: list, copies: int) -> None:
+    """The slot of iteration j is stored when ``src`` completes and freed when the reader of j has
+    loaded it; iteration j + copies reuses it one stored value later. A reader due more than
+    ``copies`` II after the store would stall the producer, a stall the schedule does not show."""
+    stored = sched.op(src).start + problem.op(src).latency
+    for e in edges:
+        held = sched.op(e.dst).start + e.distance * sched.ii - stored
+        need = max(1, -(-held // sched.ii))
+        if need > copies:
+            raise CodegenError(f"codegen: {e.dst} loads {src}'s hand-off {held} cycles after its store (II "
+                               f"{sched.ii}), which needs {need} SMEM slots; the schedule gives it {copies}")
+
+
+def _finals(sched: Schedule, frame: Frame, mmas: dict[str, MmaSpec]) -> list[Final]:
+    """The values the frame's write of each output reads that live in another group (FA's row sum l,
+    where the group issuing P·V does not compute it): found by running ``finish`` on a recorder."""
+    out: list[Final] = []
+    for op in frame.outputs():
+        seen: list[str] = []
+        frame.finish(op, mmas[op], lambda src, _d, seen=seen: seen.append(src) or src)
+        for src in dict.fromkeys(seen):
+            if sched.group_of(src) != sched.group_of(op):
+                value = _value(frame, src, f"the write of {op} reads {src} from another group")
+                out.append(Final(src, sched.group_of(src), sched.group_of(op), value))
+    return out
+
+
 def _check_values(problem: Problem, frame: Frame, partitions: list[Partition]) -> None:
     """A group that keeps register values over iterations peels at most one stage: a deeper
     prologue would compute values of iterations that may not exist, under guards that Gluon cannot
@@ -553,9 +660,6 @@ def make_plan(sched: Schedule, problem: Problem, frame: Frame | None = None, tur
                            "accumulators) only")
     frame = frame or frame_for(sched.program, dict(sched.body.params))
     for e in problem.edges:
-        if e.carrier == Carrier.REGISTERS and sched.group_of(e.src) != sched.group_of(e.dst):
-            raise CodegenError(f"codegen: register edge {e.src}->{e.dst} crosses groups; register hand-offs are not "
-                               "lowered yet")
         if e.carrier not in (Carrier.REGISTERS, Carrier.SMEM, Carrier.ORDER):
             raise CodegenError(f"codegen: edge {e.src}->{e.dst} carries {e.carrier.value}; only registers and SMEM "
                                "are lowered")
@@ -570,13 +674,17 @@ def make_plan(sched: Schedule, problem: Problem, frame: Frame | None = None, tur
     tc_windows = _turns(sched, problem)
     deferred = _defer_window_work(problem, partitions, tc_windows)
     windows = tc_windows if kind else []
+    handoffs = _handoffs(sched, problem, frame)
+    finals = _finals(sched, frame, mmas)
     staging = sum(s[4] for s in frame.staging())
     smem = sum(r.copies * r.slot_bytes for r in rings.values()) + staging + \
         sum(BARRIER_BYTES * c.copies * (2 if c.cross else 1) for c in channels) + \
-        BARRIER_BYTES * len(windows) * (kind == "mbarrier")
+        BARRIER_BYTES * len(windows) * (kind == "mbarrier") + \
+        sum(h.copies * (h.slot_bytes + 2 * BARRIER_BYTES) for h in handoffs.values()) + \
+        sum(f.value.bytes + BARRIER_BYTES for f in finals)
     plan = Plan(sched, problem, frame, partitions, rings, channels, waits, mmas, None, smem, windows=windows,
                 releasers=_releasers(sched, partitions, channels), tc_windows=tc_windows,
-                turn_kind=kind if windows else None, deferred=deferred)
+                turn_kind=kind if windows else None, deferred=deferred, handoffs=handoffs, finals=finals)
     if plan.turn_kind == "named" and NAMED_BARRIERS - len(windows) <= len(partitions):
         raise CodegenError(f"codegen: {len(windows)} tensor-core turns need named barriers {NAMED_BARRIERS - len(windows)}"
                            f"..{NAMED_BARRIERS - 1}, which meet Triton's own (0 to {len(partitions)}); lower the turns "

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["Iter", "slot", "phase", "wait_empty", "expect", "tma_load", "wait_full", "wgmma", "wgmma_wait",
+__all__ = ["Iter", "slot", "phase", "wait_empty", "expect", "tma_load", "wait_full", "signal_full", "wgmma", "wgmma_wait",
            "release", "acc_layout", "turn_wait", "turn_pass", "ring_view", "named_barrier", "turn_token"]
 
 
@@ -62,8 +62,14 @@ def tma_load(ring: str, desc: str, coord: str, ch: str, j: Iter, depth: int, pre
             f"{ring}_ring.index({slot(j, depth)}){p})  # {why}")
 
 
-def wait_full(ch: str, j: Iter, depth: int, why: str) -> str:
-    return f"mbarrier.wait({ch}_full.index({slot(j, depth)}), {phase(j, depth)})  # consumer waits data: {why}"
+def wait_full(ch: str, j: Iter, depth: int, why: str, pred: str | None = None) -> str:
+    return (f"mbarrier.wait({ch}_full.index({slot(j, depth)}), {phase(j, depth)}{_pred(pred)})"
+            f"  # consumer waits data: {why}")
+
+
+def signal_full(ch: str, j: Iter, depth: int, why: str) -> str:
+    """The producer's arrival on a slot it filled from registers (a TMA fill completes by expect-tx)."""
+    return f"mbarrier.arrive({ch}_full.index({slot(j, depth)}))  # producer publishes slot: {why}"
 
 
 def ring_view(ring: str, depth: int, rows: tuple[int, int] | None, permute: bool, j: Iter) -> str:

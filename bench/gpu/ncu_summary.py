@@ -20,7 +20,7 @@ import gzip
 from pathlib import Path
 
 SHOWN = ("MUFU", "FMNMX", "FADD", "FMUL", "FFMA", "F2FP", "SHFL", "HGMMA", "WARPGROUP", "LDL", "STL", "UMOV",
-         "BAR", "SYNCS", "BRA", "NOP")
+         "BAR", "SYNCS", "BRA", "NOP", "STS", "LDS", "STSM", "LDSM")
 
 
 def active_cycles(prefix: str) -> float:

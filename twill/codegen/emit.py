@@ -146,6 +146,14 @@ class _Body:
         h = self.plan.handoffs.get(op)
         return h is not None and self.part.group in h.reader_groups and op not in self.part.ops
 
+    def _operand_slot(self, op: str, src: str, j: T.Iter, depth: int) -> str:
+        """A wgmma's A operand handed off by another group: wait for the slot, read it in place (SS wgmma); the
+        slot is released when the wgmma retires (``release``)."""
+        h = self.plan.handoffs[src]
+        self.add(T.wait_full(h.name, j, h.copies, f"{src} handed off by group {h.group}, read in place by {op}"),
+                 depth)
+        return f"{h.name}.index({T.slot(j, h.copies)})"
+
     def _sync(self, depth: int, why: str) -> None:
         """A partition-wide barrier before one thread's mbarrier arrival speaks for every warp."""
         if self.part.warps > 1:
@@ -162,6 +170,9 @@ class _Body:
         self.add(T.wait_empty(h.name, j, h.copies, None, f"{h.name}: {h.copies_from}"), depth)
         self.add(f"{h.name}.index({T.slot(j, h.copies)}).store({self.name(op, 0)})  # register hand-off: {to}",
                  depth)
+        if h.async_read:
+            self.add(f"fence_async_shared()  # a wgmma ({', '.join(h.operand)}) reads the slot through the async proxy",
+                     depth)
         self._sync(depth, "every warp has stored its part before the slot is published")
         self.add(T.signal_full(h.name, j, h.copies, to), depth)
 
@@ -205,6 +216,9 @@ class _Body:
             self.send(op, j, depth)
 
     def _operand_a(self, op: str, spec, j: T.Iter, depth: int) -> str:
+        h = self.plan.handoffs.get(spec.a) if spec.a_from == "regs" else None
+        if h is not None and op in h.operand:
+            return self._operand_slot(op, spec.a, j, depth)
         if spec.a_from == "regs":
             return self.reader(op, j, depth)(spec.a, 0)
         if spec.a_from == "smem":
@@ -229,10 +243,10 @@ class _Body:
                 self.add(T.wait_full(ch.name, j, ch.copies,
                                      f"{ch.name} filled by group {ch.producer}"
                                      + ("" if ch.cross else " (same group: TMA completion only)")), depth)
+        a = self._operand_a(op, spec, j, depth)  # a hand-off's wait comes before the turn, as a ring's does
         win = plan.window_of(op)
         if win is not None and (op == win.first or self._opens_partial(win, op, j)):
             self.open_turn(win, j.shift(win.rounds[op]), depth)
-        a = self._operand_a(op, spec, j, depth)
         b = T.ring_view(spec.b, plan.rings[spec.b].copies, None, spec.b_permute, j)
         if spec.acc_from is None:
             # donate the op's own previous tile (dead by its next issue; tokens excepted): a fresh
@@ -401,7 +415,9 @@ class _Body:
             ch = plan.channel_of(src)
             if ch.cross and ch not in chans and plan.releases(self.part.group, ch.name, op):
                 chans.append(ch)
-        if not chans:
+        h = plan.handoffs.get(spec.a) if spec.a_from == "regs" else None
+        hand = h if h is not None and op in h.operand else None
+        if not chans and hand is None:
             return
         pred = f"{j.expr()} >= 0" if j.min < 0 else None
         if self.part.warps > 4:
@@ -411,6 +427,9 @@ class _Body:
             self.add(T.release(ch.name, j, ch.copies, pred, f"{op} of iteration {j.expr()} read {ch.name} (producer "
                                                             f"group {ch.producer}), the last reader group "
                                                             f"{self.part.group} issues"), depth)
+        if hand is not None:
+            self.add(T.release(hand.name, j, hand.copies, pred, f"{op} of iteration {j.expr()} has read {hand.op} "
+                                                                f"from its slot (producer group {hand.group})"), depth)
 
     def op(self, op: str, j: T.Iter, depth: int, hold: bool = False) -> None:
         kind = self.plan.kind(op)

@@ -81,10 +81,16 @@ class Handoff:
     copies: int
     copies_from: str
     value: ValueSpec
+    operand: tuple[str, ...] = ()  # readers that take it as their wgmma's A operand from the slot (SS wgmma)
 
     @property
     def name(self) -> str:
         return f"{self.op}_hand"
+
+    @property
+    def async_read(self) -> bool:
+        """Whether a wgmma reads a slot (the async proxy): the producer fences its store first."""
+        return bool(self.operand)
 
     @property
     def slot_bytes(self) -> int:
@@ -575,7 +581,19 @@ def _value(frame: Frame, op: str, why: str) -> ValueSpec:
         raise CodegenError(f"codegen: {why}, but {err}") from None
 
 
-def _handoffs(sched: Schedule, problem: Problem, frame: Frame) -> dict[str, Handoff]:
+def _operand_readers(sched: Schedule, mmas: dict[str, MmaSpec], src: str, readers: tuple[str, ...]) -> tuple[str, ...]:
+    """The readers of ``src`` that are wgmmas taking it as their A operand: they read it from its SMEM slot (SS
+    wgmma, as FA3 does with P in SMEM), so their group holds no registers for it, as the model counts. A group that
+    reads it both ways would need two protocols on one slot: refused."""
+    operand = tuple(r for r in readers if r in mmas and mmas[r].a_from == "regs" and mmas[r].a == src)
+    for g in {sched.group_of(r) for r in operand}:
+        if any(sched.group_of(r) == g and r not in operand for r in readers):
+            raise CodegenError(f"codegen: group {g} reads {src} as a wgmma operand and in registers; one hand-off "
+                               "serves one kind of reader per group")
+    return operand
+
+
+def _handoffs(sched: Schedule, problem: Problem, frame: Frame, mmas: dict[str, MmaSpec]) -> dict[str, Handoff]:
     """One hand-off per register value read in another group (design.md §2.4: the schedule charged
     the reader the store, the barrier and the load, and gave the value an SMEM buffer of its own,
     named ``src->dst``, whose depth is the slot count). Only a register op's value is handed off
@@ -595,21 +613,25 @@ def _handoffs(sched: Schedule, problem: Problem, frame: Frame) -> dict[str, Hand
         if missing:
             raise CodegenError(f"codegen: the schedule gives the hand-off {missing[0]} no SMEM buffer")
         copies = max(depth[n] for n in names)
-        _check_slots(sched, problem, src, edges, copies)
         readers = tuple(sorted({e.dst for e in edges}))
+        operand = _operand_readers(sched, mmas, src, readers)
+        _check_slots(sched, problem, src, edges, copies, operand)
         value = _value(frame, src, f"{src} is read in another group ({readers[0]})")
         out[src] = Handoff(src, sched.group_of(src), readers, tuple(sorted({sched.group_of(r) for r in readers})),
-                           copies, f"schedule buffer {' / '.join(names)}: {copies} slot(s)", value)
+                           copies, f"schedule buffer {' / '.join(names)}: {copies} slot(s)", value, operand)
     return out
 
 
-def _check_slots(sched: Schedule, problem: Problem, src: str, edges: list, copies: int) -> None:
+def _check_slots(sched: Schedule, problem: Problem, src: str, edges: list, copies: int,
+                 operand: tuple[str, ...] = ()) -> None:
     """The slot of iteration j is stored when ``src`` completes and freed when the reader of j has
-    loaded it; iteration j + copies reuses it one stored value later. A reader due more than
-    ``copies`` II after the store would stall the producer, a stall the schedule does not show."""
+    loaded it (a wgmma reading it as its operand: when it completes); iteration j + copies reuses it one
+    stored value later. A reader due more than ``copies`` II after the store would stall the producer,
+    a stall the schedule does not show."""
     stored = sched.op(src).start + problem.op(src).latency
     for e in edges:
-        held = sched.op(e.dst).start + e.distance * sched.ii - stored
+        read = problem.op(e.dst).latency if e.dst in operand else 0
+        held = sched.op(e.dst).start + e.distance * sched.ii + read - stored
         need = max(1, -(-held // sched.ii))
         if need > copies:
             raise CodegenError(f"codegen: {e.dst} loads {src}'s hand-off {held} cycles after its store (II "
@@ -674,7 +696,7 @@ def make_plan(sched: Schedule, problem: Problem, frame: Frame | None = None, tur
     tc_windows = _turns(sched, problem)
     deferred = _defer_window_work(problem, partitions, tc_windows)
     windows = tc_windows if kind else []
-    handoffs = _handoffs(sched, problem, frame)
+    handoffs = _handoffs(sched, problem, frame, mmas)
     finals = _finals(sched, frame, mmas)
     staging = sum(s[4] for s in frame.staging())
     smem = sum(r.copies * r.slot_bytes for r in rings.values()) + staging + \

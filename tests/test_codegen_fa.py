@@ -273,6 +273,9 @@ def test_hand_off_source_waits_stores_publishes_and_releases():
                          "alpha0 = alpha0_hand.index(0).load(gl.SliceLayout(1, s0_layout))", "gl.thread_barrier()",
                          "mbarrier.arrive(alpha0_hand_empty.index(0))", "rescale0 = o0 * "])
     assert "fence_async_shared()" not in g1.split("alpha0_hand.index(0).store(alpha0)")[1].split("mbarrier.arrive")[0]
+    # P·V0(-1) would open round 0 of its window, and group 2's prologue starts at P·V0(0): taken empty up front
+    head = body(src, 2).split("# prologue step 0")[0]
+    assert "no wgmma of pv0 this time" in head and "(round 0, named barrier)" in head
     assert "s0_layout: gl.constexpr" in body(src, 2)  # declared over group 2's warps for alpha0
     assert "o0_layout: gl.constexpr" in body(src, 1)  # the producer casts P into P·V's operand layout
     tail = body(src, 2).split("# epilogue step")[-1]
@@ -342,3 +345,13 @@ def test_fit_registers_raises_one_group_where_all_together_overflow_the_file():
     assert fitted.spilled[0] > 0 and fitted.raised == {2: 8}
     assert (fitted.compiled.spill_stores, fitted.compiled.requested_regs) == (0, (24, 160))
     assert "register budgets raised (group 2 +8)" in fitted.generated.source.splitlines()[0]
+
+
+def test_without_the_rounds_before_the_first_the_hand_off_kernel_deadlocks(monkeypatch):
+    """The counter-test of ``_rounds_before_first``: nobody takes round 0 of P·V0's window, so Q·Kᵀ1's group
+    waits for a pass that never comes (the turn protocol's exploration finds it at one KV block)."""
+    import twill.codegen.emit as E
+
+    monkeypatch.setattr(E, "_rounds_before_first", lambda b: None)
+    with pytest.raises(CodegenError, match=r"trip count 1\): deadlock"):
+        generate(Schedule.read(HANDOFF))

@@ -492,19 +492,15 @@ def _emit_partition(plan: Plan, part: Partition, depth: dict[str, int], check: b
     b = _Body(plan, part, depth)
     S = part.depth
     mine = [op for op in part.ops if op in plan.mmas]
-    for op in mine:
-        spec = plan.mmas[op]
-        b.add(f"{spec.acc}_layout: gl.constexpr = {T.acc_layout(part.warps, spec.acc_shape[1])}  # wgmma accumulator "
-              f"over group {part.group}'s {part.warps} warps")
     received = [h.op for h in plan.received(part.group)]
     finals = [f for f in plan.finals if f.reader_group == part.group]
     values = [plan.handoffs[o].value for o in [*received, *(o for o in part.ops if o in plan.handoffs)]]
     needs = dict.fromkeys(m for v in [*values, *(f.value for f in finals)] for m in v.needs if m not in mine)
-    for op in needs:
+    for op in [*mine, *needs]:  # its own accumulators', then those a value handed between groups is laid out by
         spec = plan.mmas[op]
-        b.add(f"{spec.acc}_layout: gl.constexpr = {T.acc_layout(part.warps, spec.acc_shape[1])}  # the layout of "
-              f"{op}'s accumulator over group {part.group}'s {part.warps} warps: a value handed between groups is "
-              "laid out by it")
+        why = "wgmma accumulator" if op in mine else f"the layout of {op}'s accumulator (a handed-off value's)"
+        b.add(f"{spec.acc}_layout: gl.constexpr = {T.acc_layout(part.warps, spec.acc_shape[1])}  # {why} over group "
+              f"{part.group}'s {part.warps} warps")
     if plan.turn_kind == "named" and any(w.group == part.group for w in plan.windows):
         b.add(T.turn_token(part.warps))
         last = plan.windows[-1]

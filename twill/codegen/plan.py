@@ -72,7 +72,9 @@ class Channel:
 class Handoff:
     """A register value read in another group: the producer stores each iteration's value in an SMEM
     slot (``copies`` of them, the depth the schedule gave the hand-off buffer) and arrives on
-    ``full``; each reader group waits, loads it into its own registers and arrives on ``empty``."""
+    ``full``; each reader group waits and arrives on ``empty`` once it is done with the slot: after
+    loading it into its own registers, or, for a wgmma taking it as its A operand (``operand``),
+    after that wgmma, which reads the slot in place, retires."""
 
     op: str
     group: int
@@ -202,7 +204,7 @@ class Plan:
         return next(c for c in self.channels if any(r.op == op for r in c.rings))
 
     def received(self, group: int) -> list[Handoff]:
-        """The hand-offs ``group`` reads (it loads their values from SMEM)."""
+        """The hand-offs ``group`` reads (from their SMEM slots)."""
         return [h for h in self.handoffs.values() if group in h.reader_groups]
 
 

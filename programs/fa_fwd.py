@@ -14,7 +14,7 @@ the last fragments are computed); O stays resident in TMEM (an in-place ring P·
 next P·V_a) and is corrected in ``o_chunks`` column chunks; a fraction ``emu`` of the exp2 runs as
 a polynomial on the FMA/ALU pipes; the row max uses 3-input max; TMEM loads block their warps
 until the data lands; Q and the O staging buffer hold SMEM outside the loop (Q alone at the
-tile level: the O staging reuses Q's tile). Sources: FA4
+tile level: twill's Hopper frame stages O in Q's tile). Sources: FA4
 (flash_attn/cute/flash_fwd_sm100.py, softmax.py, utils.py at 0251105a), read side by side with
 this program in ../shared/research/fa4.md.
 """
@@ -60,7 +60,7 @@ def build(arch: Arch, block_m: int, block_n: int, head_dim: int, dtype: str, sub
     # Q (all sub-tiles) is SMEM for the whole kernel: every Q·Kᵀ reads it from there (wgmma and
     # tcgen05 take A from SMEM). FA4 keeps the O staging buffer of the epilogue apart (sQ and sO,
     # 2 x 32 KiB each at hd 128, flash_fwd_sm100.py 395-405); twill's Hopper frame stages O in Q's
-    # tile, which no Q·Kᵀ reads once the last P·V of its sub-tile is due (docs/codegen.md §4.5).
+    # tile, which no Q·Kᵀ reads once the last P·V of its sub-tile is due (docs/codegen.md, "The frame").
     b.static_smem = (2 if granular else 1) * block_m * d * esize
     return b.build()
 

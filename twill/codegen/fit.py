@@ -4,7 +4,8 @@ Why: the model's budget for a group is the least ``setmaxnreg`` value above its 
 reserve, and ptxas does not always agree. On the H200, FA3's order (``fa_variants/fa_opt2.json``) spills at its 224
 registers (152/204 B) and runs 535 TFLOP/s at 4x32x16384; with both consumers at 240, which the register file
 holds, it spills nothing and runs 601, level with fa_opt (bench/gpu/regs_sweep.py, docs/benchmarks_notes.md,
-session 62). Raising a budget never breaks the schedule: every group keeps at least the room the model gave it,
+session 62). Where raising every group together runs out of register file first, one group is raised at a time
+(the one whose raise leaves the fewest spill bytes). Raising a budget never breaks the schedule: every group keeps at least the room the model gave it,
 and the raised budgets must still fit the register file (the validator) and the compiler's grant (the plan).
 """
 
@@ -40,11 +41,17 @@ class Fitted:
         return "register budgets raised (" + ", ".join(f"group {g} +{n}" for g, n in sorted(self.raised.items())) + ")"
 
 
+def _holding(sched: Schedule, floor: int) -> list[int]:
+    """The groups whose budget is above ``floor`` (the loaders sit at it): the ones a fit may raise."""
+    return [g.id for g in sched.groups if g.regs_per_thread is not None and g.regs_per_thread > floor]
+
+
 def _raised(sched: Schedule, by: int, floor: int, cap: int) -> Schedule:
     """``sched`` with every group whose budget is above ``floor`` (the loaders sit at it) given ``by`` more, up to
     ``cap``."""
-    groups = [replace(g, regs_per_thread=min(cap, g.regs_per_thread + by))
-              if g.regs_per_thread is not None and g.regs_per_thread > floor else g for g in sched.groups]
+    holding = _holding(sched, floor)
+    groups = [replace(g, regs_per_thread=min(cap, g.regs_per_thread + by)) if g.id in holding else g
+              for g in sched.groups]
     return replace(sched, groups=groups)
 
 
@@ -66,7 +73,7 @@ def _one_group_at_a_time(sched: Schedule, gen: Generated, first: Compiled, name:
     lowers them. (ptxas reports one kernel's spills, not a partition's, so each candidate is compiled.)"""
     a = gen.plan.problem.arch
     floor, cap, step = (a.limit(k) for k in ("reg_alloc_min", "reg_alloc_max", "reg_alloc_step"))
-    holding = [g.id for g in sched.groups if g.regs_per_thread is not None and g.regs_per_thread > floor]
+    holding = _holding(sched, floor)
     by = dict.fromkeys(holding, 0)
     best = (gen, first)
     while _spill(best[1]):
@@ -108,8 +115,7 @@ def fit_registers(sched: Schedule, name: str = "", turns: bool | str = True,
             break
         compiled = compile_generated(trial.source, trial.plan.frame, "twill_fit")
         if not (compiled.spill_stores or compiled.spill_loads):
-            raised = {g.id: by for g in sched.groups if g.regs_per_thread is not None and g.regs_per_thread > floor}
-            return _fitted(trial, compiled, raised, spilled)
+            return _fitted(trial, compiled, dict.fromkeys(_holding(sched, floor), by), spilled)
         if all(g.regs_per_thread is None or g.regs_per_thread <= floor or g.regs_per_thread + by >= cap
                for g in sched.groups):
             break

@@ -73,8 +73,8 @@ class ValueSpec:
 
     @property
     def smem_layout(self) -> str:
-        """Row-major 2-D values take the NVMMA swizzle of their row width (few bank conflicts for the
-        accumulator layout's stores); a row vector is unswizzled."""
+        """Row-major 2-D values take the NVMMA swizzle of their row width (the layout a wgmma reading the
+        slot as its operand needs); a row vector is unswizzled."""
         if len(self.shape) == 2:
             return f"gl.NVMMASharedLayout.get_default_for({list(self.shape)}, {self.dtype})"
         return "gl.SwizzledSharedLayout(1, 1, 1, order=[0])"

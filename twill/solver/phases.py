@@ -1208,10 +1208,12 @@ def staged_descent(ctx: Context, w: Window, budget: Budget) -> Outcome:
         units = min(BISECT_STAGED, until - ctx.work.spent)
         status, at = _solve_in_turn(ctx, build_model(ctx.problem, ctx.options, probe, probe), probe,
                                     [(Start.STAGED, units, 0, 1)])
+        ctx.staged = ctx.staged or at is not None
+        if at is None and status != cp_model.INFEASIBLE:
+            at = _staged_in_groups(ctx, probe, until)
         if at is not None:
             found, top, misses = at, probe, 0
             ctx.hold(at)
-            ctx.staged = True
             ctx.report(f"  staged descent: a schedule at II {probe}")
             continue
         failed, misses = probe, misses + 1  # a find resets the count
@@ -1220,6 +1222,37 @@ def staged_descent(ctx: Context, w: Window, budget: Budget) -> Outcome:
     if found is None or found.ii > w.hi:
         return Outcome(Verdict.UNDECIDED, w.lo)
     return Outcome(Verdict.FOUND, w.lo, found)
+
+
+def _staged_in_groups(ctx: Context, probe: int, until: float) -> Found | None:
+    """The staged descent's probe at ``probe`` with the best schedule's warp groups pinned, where the free probe
+    found nothing and refuted nothing: a schedule of the full model at ``probe`` (made free by ``_freed``), else None.
+    With the groups free, the stages-first search also picks the groups, and on a body whose register file allows few
+    groupings it picks ones with no schedule: fa_fwd at head_dim 256 with two sub-tiles on h100 (suite, tuned) missed
+    its first probe (6143) and ended at the constructive schedule's 8191 >= 4096, where the same probes with the first
+    schedule's groups pinned reach 4223 in 3.4 units (docs/benchmarks_notes.md, session 64). A refutation with the
+    groups pinned proves nothing for the free problem, so none is recorded."""
+    pins = tuple(sorted(ctx.upper.groups.items()))
+    if not pins or ctx.options.fixed_groups or ctx.options.swp_only:
+        return None
+    units = min(BISECT_STAGED, until - ctx.work.spent)
+    if units <= 0.01:
+        return None
+    _, at = _solve_in_turn(ctx, build_model(ctx.problem, replace(ctx.options, fixed_groups=pins), probe, probe),
+                           probe, [(Start.STAGED, units, 0, 1)])
+    return None if at is None else _freed(ctx, at)
+
+
+def _freed(ctx: Context, found: Found) -> Found:
+    """``found`` (a schedule of a model with its groups pinned) as a schedule of the free model at its II: the free
+    model with the schedule's II, starts, groups and budgets fixed, one propagation (``hints.pinned``; the copy keeps
+    the model's variable indices, so its solver reads the free model). Where that fails (the schedule breaks a cut of
+    the free model's symmetry breaking, which pinned models leave out: the sub-tiles' order) the schedule stays with
+    its pinned model: still valid, and its secondary objectives are then optimised within those groups."""
+    a = hints.read(found.model, found.solver.value, budgets=True)
+    v = build_model(ctx.problem, ctx.options, a.ii, a.ii)
+    s = solver(ctx.work, COMPLETE_HINT, 1)
+    return Found(v, s) if s.solve(hints.pinned(v, a)) in FEASIBLE else found
 
 
 def _groups_free(ctx: Context) -> bool:

@@ -233,7 +233,7 @@ def test_the_staged_descent_halves_and_stops_at_one_miss_before_a_find_two_after
 
     def run(finds) -> phases.Outcome:
         ctx = phases.Context(p, SolveOptions(workers=1), Work.starting_now(60, 100))
-        ctx.upper = SimpleNamespace(ii=1000)
+        ctx.upper = SimpleNamespace(ii=1000, groups={})  # no groups to pin: the free probes alone
         probes.clear()
 
         def solve_in_turn(ctx, v, at, plan):
@@ -243,7 +243,7 @@ def test_the_staged_descent_halves_and_stops_at_one_miss_before_a_find_two_after
             return (cp_model.FEASIBLE, found) if finds(at) else (cp_model.UNKNOWN, None)
 
         monkeypatch.setattr(phases, "_solve_in_turn", solve_in_turn)
-        monkeypatch.setattr(hints, "read", lambda *a, **k: SimpleNamespace(ii=probes[-1]))
+        monkeypatch.setattr(hints, "read", lambda *a, **k: SimpleNamespace(ii=probes[-1], groups={}))
         return phases.staged_descent(ctx, phases.Window(800, 999), phases.STAGED_DESCENT)
 
     monkeypatch.setattr(phases, "build_model", lambda *a: None)
@@ -252,6 +252,71 @@ def test_the_staged_descent_halves_and_stops_at_one_miss_before_a_find_two_after
     assert out.verdict is phases.Verdict.FOUND and out.found.ii == 849
     out = run(lambda ii: False)
     assert probes == [899] and out.verdict is phases.Verdict.UNDECIDED
+
+
+def test_a_staged_descent_whose_first_free_probe_misses_goes_on_with_the_best_schedules_groups(monkeypatch):
+    """Where the staged descent's first probe, groups free, neither finds nor refutes, that probe and every later one
+    run with the best schedule's groups pinned (``phases._pins``): their schedules count as finds, and their
+    refutations prove nothing for the free problem, so none is recorded. A free refutation is a proof and stops the
+    descent as before; where the first free probe finds, no probe is pinned. From 1000 over the floor 800, pinned
+    probes finding at 860 and above: (a) 899 refuted free: one probe, recorded; (b) free undecided everywhere: 899
+    free, then 899 pinned finds, 849 misses, 874 and 861 find, 855 and 858 miss (two in a row after a find);
+    (c) free finding at 860 and above: the same IIs, none pinned."""
+    from twill.solver import hints, phases
+    from twill.solver.run import Work
+
+    p = _tiny(SWITCHING[3])
+    calls: list[tuple[int, bool]] = []
+
+    def run(free) -> tuple[phases.Context, phases.Outcome]:
+        ctx = phases.Context(p, SolveOptions(workers=1), Work.starting_now(60, 100))
+        ctx.upper = SimpleNamespace(ii=1000, groups={"x": 0, "y": 1})
+        calls.clear()
+
+        def solve_in_turn(ctx, pinned, at, plan):
+            calls.append((at, bool(pinned)))
+            status = free(at) if not pinned else (cp_model.FEASIBLE if at >= 860 else cp_model.INFEASIBLE)
+            found = SimpleNamespace(ii=at, model=None, solver=SimpleNamespace(value=None))
+            return status, (found if status == cp_model.FEASIBLE else None)
+
+        monkeypatch.setattr(phases, "_solve_in_turn", solve_in_turn)
+        return ctx, phases.staged_descent(ctx, phases.Window(800, 999), phases.STAGED_DESCENT)
+
+    monkeypatch.setattr(phases, "build_model", lambda problem, options, lo, hi: options.fixed_groups)
+    monkeypatch.setattr(phases, "_freed", lambda ctx, found: found)
+    monkeypatch.setattr(hints, "read", lambda *a, **k: SimpleNamespace(ii=calls[-1][0], groups={"x": 0, "y": 1}))
+    ctx, out = run(lambda ii: cp_model.INFEASIBLE if ii == 899 else cp_model.UNKNOWN)
+    assert calls == [(899, False)] and out.verdict is phases.Verdict.UNDECIDED
+    assert [r[:2] for r in ctx.refutations] == [(899, 899)]
+    ctx, out = run(lambda ii: cp_model.UNKNOWN)
+    assert calls == [(899, False)] + [(ii, True) for ii in (899, 849, 874, 861, 855, 858)]
+    assert out.verdict is phases.Verdict.FOUND and out.found.ii == 861
+    assert ctx.refutations == [] and not ctx.staged  # pinned refutations prove nothing; no free probe found
+    ctx, out = run(lambda ii: cp_model.FEASIBLE if ii >= 860 else cp_model.UNKNOWN)
+    assert calls == [(ii, False) for ii in (899, 849, 874, 861, 855, 858)]
+    assert out.found.ii == 861 and ctx.staged
+
+
+def test_a_schedule_found_with_pinned_groups_is_made_a_schedule_of_the_free_model():
+    """``phases._freed``: a schedule of the joint model with its groups pinned becomes a schedule of the free model at
+    the same II, starts and groups (one propagation), so the search's later phases treat it as its own choice."""
+    from twill.solver import hints, phases
+    from twill.solver.run import Work
+
+    p = _tiny(SWITCHING[3])
+    options = SolveOptions(workers=1)
+    ctx = phases.Context(p, options, Work.starting_now(60, 100))
+    ii = _optimum(p) + 2
+    free = _at(ctx, ii)
+    a = hints.read(free.model, free.solver.value, budgets=True)
+    pinned_options = replace(options, fixed_groups=tuple(sorted(a.groups.items())))
+    pinned_ctx = phases.Context(p, pinned_options, Work.starting_now(60, 100))
+    pinned = _at(pinned_ctx, ii)
+    assert not pinned.free(options)
+    made = phases._freed(ctx, pinned)
+    assert made.free(options) and made.ii == ii
+    b, c = hints.read(pinned.model, pinned.solver.value), hints.read(made.model, made.solver.value)
+    assert (b.starts, b.groups) == (c.starts, c.groups)
 
 
 def _at(ctx, ii: int):

@@ -1203,18 +1203,24 @@ def staged_descent(ctx: Context, w: Window, budget: Budget) -> Outcome:
         return Outcome(Verdict.UNDECIDED, w.lo)
     until = ctx.work.until(budget.units(ctx.options.work))
     found, failed, top, misses = None, w.lo - 1, ctx.upper.ii, 0
+    pins: tuple[tuple[str, int], ...] = ()  # the best schedule's groups, once the first free probe missed
     while failed + 1 < top and until - ctx.work.spent > 0.01 and ctx.work.left() > 0 and misses < STAGED_MISSES[found is not None]:
         probe = (failed + top) // 2
         units = min(BISECT_STAGED, until - ctx.work.spent)
-        status, at = _solve_in_turn(ctx, build_model(ctx.problem, ctx.options, probe, probe), probe,
+        options = replace(ctx.options, fixed_groups=pins) if pins else ctx.options
+        status, at = _solve_in_turn(ctx, build_model(ctx.problem, options, probe, probe), probe,
                                     [(Start.STAGED, units, 0, 1)])
-        ctx.staged = ctx.staged or at is not None
-        if at is None and status != cp_model.INFEASIBLE:
-            at = _staged_in_groups(ctx, probe, until)
+        if pins:
+            at = None if at is None else _freed(ctx, at)
+            status = cp_model.UNKNOWN if status == cp_model.INFEASIBLE else status  # proves nothing for free groups
+        elif found is None and at is None and status != cp_model.INFEASIBLE and (pins := _pins(ctx)):
+            continue  # the same probe again, with the groups pinned
+        else:
+            ctx.staged = ctx.staged or at is not None
         if at is not None:
             found, top, misses = at, probe, 0
             ctx.hold(at)
-            ctx.report(f"  staged descent: a schedule at II {probe}")
+            ctx.report(f"  staged descent: a schedule at II {probe}" + (" (the best schedule's groups)" if pins else ""))
             continue
         failed, misses = probe, misses + 1  # a find resets the count
         if status == cp_model.INFEASIBLE:
@@ -1224,23 +1230,17 @@ def staged_descent(ctx: Context, w: Window, budget: Budget) -> Outcome:
     return Outcome(Verdict.FOUND, w.lo, found)
 
 
-def _staged_in_groups(ctx: Context, probe: int, until: float) -> Found | None:
-    """The staged descent's probe at ``probe`` with the best schedule's warp groups pinned, where the free probe
-    found nothing and refuted nothing: a schedule of the full model at ``probe`` (made free by ``_freed``), else None.
-    With the groups free, the stages-first search also picks the groups, and on a body whose register file allows few
-    groupings it picks ones with no schedule: fa_fwd at head_dim 256 with two sub-tiles on h100 (suite, tuned) missed
-    its first probe (6143) and ended at the constructive schedule's 8191 >= 4096, where the same probes with the first
-    schedule's groups pinned reach 4223 in 3.4 units (docs/benchmarks_notes.md, session 64). A refutation with the
-    groups pinned proves nothing for the free problem, so none is recorded."""
-    pins = tuple(sorted(ctx.upper.groups.items()))
-    if not pins or ctx.options.fixed_groups or ctx.options.swp_only:
-        return None
-    units = min(BISECT_STAGED, until - ctx.work.spent)
-    if units <= 0.01:
-        return None
-    _, at = _solve_in_turn(ctx, build_model(ctx.problem, replace(ctx.options, fixed_groups=pins), probe, probe),
-                           probe, [(Start.STAGED, units, 0, 1)])
-    return None if at is None else _freed(ctx, at)
+def _pins(ctx: Context) -> tuple[tuple[str, int], ...]:
+    """The best schedule's groups as pins for the staged descent's probes, where the first free probe neither found nor
+    refuted (empty where the groups are pinned already or there are none). With the groups free, the stages-first
+    search also picks the groups, and on a body whose register file admits few groupings it picks ones without a
+    schedule: fa_fwd at head_dim 256 with two sub-tiles on h100 (suite, tuned) missed its first probe (6143) and ended
+    at the constructive schedule's 8191 >= 4096, where the same probes with that schedule's groups pinned reach 4351,
+    and the search 4214 (docs/benchmarks_notes.md, session 64). Only after a first miss: where the free search finds,
+    it keeps the choice of groups, and every such body's descent is as before."""
+    if ctx.options.fixed_groups or ctx.options.swp_only:
+        return ()
+    return tuple(sorted(ctx.upper.groups.items()))
 
 
 def _freed(ctx: Context, found: Found) -> Found:

@@ -748,9 +748,28 @@ def save(case: Case, outcome: Outcome, out: Path, index: int) -> Path:
     return d
 
 
-def fuzz(count: int, seed: int, timeout: float, out: Path | None, report: Callable[[str], None] | None = None
-         ) -> tuple[list[tuple[int, Case, Outcome]], Counter, float]:
-    """Run ``count`` generated inputs; returns the flagged ones, a tally of outcomes, and seconds."""
+REFERENCE = ["show", "fa_fwd", "--arch", "b200"]  # an ordinary input among the slowest: show's two bounded floors
+HANG_FACTOR = 3.0
+
+
+def hang_limit(least: float) -> float:
+    """Seconds an input may run before it counts as a hang: ``least``, or ``HANG_FACTOR`` times what ``REFERENCE`` (an
+    input twill answers normally) takes on this machine now, whichever is longer. A fixed limit judges the machine,
+    not twill: ``twill show`` runs the structure and unrolled floors, each capped at 60 s of wall clock, and on session
+    64's machine (about 5x slower than earlier sessions') ``REFERENCE`` took 27 s alone, so ordinary shows passed 20 s."""
+    with tempfile.TemporaryDirectory() as tmp:
+        reference = run_case(Case("reference", list(REFERENCE)), Path(tmp), 600.0)
+    return max(least, HANG_FACTOR * reference.seconds)
+
+
+def fuzz(count: int, seed: int, timeout: float, out: Path | None, report: Callable[[str], None] | None = None,
+         calibrate: bool = False) -> tuple[list[tuple[int, Case, Outcome]], Counter, float]:
+    """Run ``count`` generated inputs; returns the flagged ones, a tally of outcomes, and seconds. With ``calibrate``
+    the hang limit is ``hang_limit(timeout)``, else ``timeout``."""
+    if calibrate:
+        timeout = hang_limit(timeout)
+        if report:
+            report(f"hang limit {timeout:.1f} s ({HANG_FACTOR:g}x twill {' '.join(REFERENCE)} here, at least the given)")
     rng = random.Random(seed)
     seeds = build_seeds()
     flagged: list[tuple[int, Case, Outcome]] = []
@@ -806,6 +825,8 @@ def main() -> int:
     ap.add_argument("--count", type=int, default=1000, help="inputs to run (default %(default)s)")
     ap.add_argument("--seed", type=int, default=1, help="random seed; the run is deterministic (default %(default)s)")
     ap.add_argument("--timeout", type=float, default=10.0, help="seconds per input before it counts as a hang")
+    ap.add_argument("--calibrate", action="store_true",
+                    help=f"hang limit at least {HANG_FACTOR:g}x this machine's time for 'twill {' '.join(REFERENCE)}'")
     ap.add_argument("--out", default=str(Path(tempfile.gettempdir()) / "twill-fuzz-failures"),
                     help="folder for flagged inputs (default %(default)s)")
     ap.add_argument("--replay", help="run one saved input folder again")
@@ -813,7 +834,7 @@ def main() -> int:
     if args.replay:
         return replay(Path(args.replay), args.timeout)
     flagged, tally, seconds = fuzz(args.count, args.seed, args.timeout, Path(args.out),
-                                   report=lambda msg: print(msg, file=sys.stderr, flush=True))
+                                   report=lambda msg: print(msg, file=sys.stderr, flush=True), calibrate=args.calibrate)
     print(f"{args.count} inputs, seed {args.seed}: {len(flagged)} flagged, {seconds:.0f} s "
           f"({args.count / max(seconds, 1e-9):.1f} inputs/s)")
     by_kind: Counter = Counter()

@@ -26,8 +26,9 @@ def fuzz():
 
 def test_a_few_hundred_mutated_inputs_behave(fuzz):
     """300 inputs (graphs, schedules, arch files, parameters, program files, TTGIR) from a fixed seed:
-    each exits 0, 2 or (validate) 1 with at most one error line, in seconds."""
-    flagged, tally, seconds = fuzz.fuzz(count=300, seed=7, timeout=20.0, out=None)
+    each exits 0, 2 or (validate) 1 with at most one error line, within 20 s or three times what an ordinary
+    ``twill show`` takes on this machine (``hang_limit``: a fixed 20 s flagged ordinary shows on a slow machine)."""
+    flagged, tally, seconds = fuzz.fuzz(count=300, seed=7, timeout=20.0, out=None, calibrate=True)
     assert not flagged, "\n".join(f"#{i} {c.kind} {c.argv} {c.mutations}: {o.problem}\n{o.stderr[-800:]}"
                                   for i, c, o in flagged)
     assert sum(tally.values()) == 300
@@ -69,6 +70,24 @@ def test_harness_flags_a_hang(fuzz, tmp_path, monkeypatch):
     monkeypatch.setattr(twill.cli, "main", slow)
     outcome = fuzz.run_case(fuzz.Case("graph", ["show", "g.json"]), tmp_path, timeout=0.3)
     assert outcome.status == "hang" and outcome.seconds < 2
+
+
+def test_the_hang_limit_follows_the_machine(fuzz, monkeypatch):
+    """``hang_limit``: three times the reference input's time here, never under the given limit; the reference runs
+    the real ``twill show`` argv."""
+    seen: list[list[str]] = []
+
+    def timed(seconds):
+        def run(case, workdir, timeout):
+            seen.append(case.argv)
+            return fuzz.Outcome(0, seconds, "", "", "")
+        return run
+
+    monkeypatch.setattr(fuzz, "run_case", timed(27.0))
+    assert fuzz.hang_limit(20.0) == pytest.approx(81.0)
+    monkeypatch.setattr(fuzz, "run_case", timed(2.0))
+    assert fuzz.hang_limit(20.0) == 20.0
+    assert seen == [fuzz.REFERENCE, fuzz.REFERENCE] and seen[0][0] == "show"
 
 
 @pytest.mark.parametrize("status, stderr, problem", [

@@ -5,8 +5,9 @@ reserve, and ptxas does not always agree. On the H200, FA3's order (``fa_variant
 registers (152/204 B) and runs 535 TFLOP/s at 4x32x16384; with both consumers at 240, which the register file
 holds, it spills nothing and runs 601, level with fa_opt (bench/gpu/regs_sweep.py, docs/benchmarks_notes.md,
 session 62). Where raising every group together runs out of register file first, one group is raised at a time
-(the one whose raise leaves the fewest spill bytes). Raising a budget never breaks the schedule: every group keeps at least the room the model gave it,
-and the raised budgets must still fit the register file (the validator) and the compiler's grant (the plan).
+(the one whose raise leaves the fewest spill bytes). Raising a budget never breaks the schedule: every group keeps
+at least the room the model gave it, and the raised budgets must still fit the register file (the validator) and the
+compiler's grant (the plan).
 """
 
 from __future__ import annotations

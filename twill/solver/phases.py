@@ -1144,12 +1144,19 @@ def hint_completed(ctx: Context, v: ScheduleModel, a: Assignment) -> None:
 
 
 def _completed(ctx: Context, v: ScheduleModel, a: Assignment) -> list[int] | None:
-    """Every variable of ``v`` at the schedule ``a``: ``v`` with a's II, starts, groups and budgets
-    fixed, solved on one worker (a propagation, 0.00-0.04 units on the suite's bodies), for a
-    complete hint. CP-SAT does not always complete a hint of the decisions alone: on a 66-op body it
-    had not in 5 units (docs/benchmarks_notes.md, session 15)."""
+    """Every variable of ``v`` at the schedule ``a`` (``_at_schedule``), for a complete hint. CP-SAT does not always
+    complete a hint of the decisions alone: on a 66-op body it had not in 5 units (docs/benchmarks_notes.md,
+    session 15)."""
+    s = _at_schedule(ctx, v, a)
+    return None if s is None else hints.solution_of(s)
+
+
+def _at_schedule(ctx: Context, v: ScheduleModel, a: Assignment) -> Solver | None:
+    """A solver holding ``v`` at the schedule ``a``: ``v`` with a's II, starts, groups and budgets fixed, solved on one
+    worker (a propagation, 0.00-0.04 units on the suite's bodies; ``hints.pinned`` keeps ``v``'s variable indices, so
+    the solver reads ``v``); None where ``a`` breaks one of ``v``'s constraints."""
     s = solver(ctx.work, COMPLETE_HINT, 1)
-    return hints.solution_of(s) if s.solve(hints.pinned(v, a)) in FEASIBLE else None
+    return s if s.solve(hints.pinned(v, a)) in FEASIBLE else None
 
 
 COMPLETE_HINT = 1.0  # units: at most, for ``_completed``
@@ -1235,8 +1242,8 @@ def _pins(ctx: Context) -> tuple[tuple[str, int], ...]:
     refuted (empty where the groups are pinned already or there are none). With the groups free, the stages-first
     search also picks the groups, and on a body whose register file admits few groupings it picks ones without a
     schedule: fa_fwd at head_dim 256 with two sub-tiles on h100 (suite, tuned) missed its first probe (6143) and ended
-    at the constructive schedule's 8191 >= 4096, where the same probes with that schedule's groups pinned reach 4351,
-    and the search 4214 (docs/benchmarks_notes.md, session 64). Only after a first miss: where the free search finds,
+    at the constructive schedule's 8191 >= 4096, where the same probes with that schedule's groups pinned reach 4223
+    (2.6 units from the first probe) and the search 4214 (docs/benchmarks_notes.md, session 64). Only after a first miss: where the free search finds,
     it keeps the choice of groups, and every such body's descent is as before."""
     if ctx.options.fixed_groups or ctx.options.swp_only:
         return ()
@@ -1244,15 +1251,14 @@ def _pins(ctx: Context) -> tuple[tuple[str, int], ...]:
 
 
 def _freed(ctx: Context, found: Found) -> Found:
-    """``found`` (a schedule of a model with its groups pinned) as a schedule of the free model at its II: the free
-    model with the schedule's II, starts, groups and budgets fixed, one propagation (``hints.pinned``; the copy keeps
-    the model's variable indices, so its solver reads the free model). Where that fails (the schedule breaks a cut of
-    the free model's symmetry breaking, which pinned models leave out: the sub-tiles' order) the schedule stays with
-    its pinned model: still valid, and its secondary objectives are then optimised within those groups."""
+    """``found`` (a schedule of a model with its groups pinned) as a schedule of the free model at its II
+    (``_at_schedule``). Where that fails (the schedule breaks a cut of the free model's symmetry breaking, which pinned
+    models leave out: the sub-tiles' order) the schedule stays with its pinned model: still valid, and its secondary
+    objectives are then optimised within those groups."""
     a = hints.read(found.model, found.solver.value, budgets=True)
     v = build_model(ctx.problem, ctx.options, a.ii, a.ii)
-    s = solver(ctx.work, COMPLETE_HINT, 1)
-    return Found(v, s) if s.solve(hints.pinned(v, a)) in FEASIBLE else found
+    s = _at_schedule(ctx, v, a)
+    return found if s is None else Found(v, s)
 
 
 def _groups_free(ctx: Context) -> bool:

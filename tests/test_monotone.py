@@ -391,3 +391,41 @@ def test_the_bisection_does_not_repeat_the_probe_left_undecided():
     probes = [int(line.split()[2]) for line in said if line.startswith("  bisection: II")]
     assert probes and opt + 1 not in probes
     assert out.found is not None and out.found.ii == opt
+
+
+def test_the_descent_probes_at_most_an_eighth_under_the_best_schedule(monkeypatch):
+    """``phases.descent`` halves between the floor and the best schedule, but no probe lies more than 1/8
+    (``DESCENT_STEP``) under the best schedule: a repair keeps the schedule's shape. From 1000 over the floor 400
+    (schedules at 850 and above): 875 finds, 766 misses, 820 and 847 miss too, 861 finds, and so on down to 850; over a
+    floor within a third of the schedule the probes are the plain halving ones (900 over 700: 799, 849, 874, ...)."""
+    from twill.solver import hints, phases
+    from twill.solver.run import Work
+
+    p = _tiny(SWITCHING[3])
+    probes: list[int] = []
+
+    def run(floor: int) -> phases.Outcome:
+        ctx = phases.Context(p, SolveOptions(workers=1), Work.starting_now(60, 100))
+        ctx.upper = SimpleNamespace(ii=1000 if floor == 400 else 900, groups={})
+        probes.clear()
+        return phases.descent(ctx, phases.Window(floor, 999), phases.DESCENT)
+
+    def build(problem, options, lo, hi):
+        probes.append(lo)
+        return SimpleNamespace(m=lo, ii=lo)
+
+    class Solver:
+        def __init__(self, *a):
+            self.value = lambda x: x
+
+        def solve(self, m):
+            return cp_model.FEASIBLE if m >= 850 else cp_model.UNKNOWN
+
+    monkeypatch.setattr(phases, "build_model", build)
+    monkeypatch.setattr(hints, "hint_moved", lambda *a: None)
+    monkeypatch.setattr(phases.Context, "solver", lambda self, units: Solver())
+    monkeypatch.setattr(hints, "read", lambda v, value, budgets: SimpleNamespace(ii=v.ii, groups={}))
+    out = run(400)
+    assert probes[:4] == [875, 766, 820, 847] and out.found.ii == 850
+    out = run(700)
+    assert probes[:3] == [799, 849, 874] and out.found.ii == 850  # (699 + 900) // 2 = 799 > 900 - 112

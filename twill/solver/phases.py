@@ -1161,19 +1161,24 @@ def _at_schedule(ctx: Context, v: ScheduleModel, a: Assignment) -> Solver | None
 
 COMPLETE_HINT = 1.0  # units: at most, for ``_completed``
 DESCENT = Budget(share=1 / 4, at_least=5.0, attempt=1.0)
+DESCENT_STEP = 8  # a probe of the descent lies at most 1/8 under the best schedule (``descent``)
 
 
 def descent(ctx: Context, w: Window, budget: Budget) -> Outcome:
     """Lower the best known schedule of the full problem by halving between the window's floor and
     its II; each probe is the full model at one II, started from the best schedule moved to that
     II (``hints.hint_rescaled``, groups and budgets kept), which CP-SAT repairs quickly where a
-    cold search at one II is heavy-tailed."""
+    cold search at one II is heavy-tailed. A probe lies at most 1/``DESCENT_STEP`` under the best schedule: a repair
+    keeps the schedule's shape, and halving towards a floor far below asks it to shrink by a fifth or more at once,
+    where it stays undecided and the descent's few units are gone (random-handoff-16524, fresh: floor 1568, schedule
+    2704, its probe at 2135 undecided; at 2366 a schedule at once, and 2332 after the neighbourhoods;
+    docs/benchmarks_notes.md, session 65). Within a third over the floor the halving probe lies that close already."""
     if ctx.upper is None:
         return Outcome(Verdict.UNDECIDED, w.lo)
     until = ctx.work.until(budget.units(ctx.options.work))
     best, found, failed = ctx.upper, None, w.lo - 1
     while failed + 1 < best.ii and ctx.work.spent < until and ctx.work.left() > 0:
-        probe = (failed + best.ii) // 2
+        probe = max((failed + best.ii) // 2, best.ii - best.ii // DESCENT_STEP)
         v = build_model(ctx.problem, ctx.options, probe, probe)
         hints.hint_moved(v, best, probe)
         s = ctx.solver(min(budget.attempt, until - ctx.work.spent))

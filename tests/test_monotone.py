@@ -429,3 +429,7 @@ def test_the_descent_probes_at_most_an_eighth_under_the_best_schedule(monkeypatc
     assert probes[:4] == [875, 766, 820, 847] and out.found.ii == 850
     out = run(700)
     assert probes[:3] == [799, 849, 874] and out.found.ii == 850  # (699 + 900) // 2 = 799 > 900 - 112
+    ctx = phases.Context(p, SolveOptions(workers=1), Work.starting_now(60, 100))
+    ctx.upper, probes[:] = SimpleNamespace(ii=7, groups={}), []  # under 8 cycles the step is one cycle, never zero
+    Solver.solve = lambda self, m: cp_model.FEASIBLE if m >= 5 else cp_model.INFEASIBLE
+    assert phases.descent(ctx, phases.Window(2, 6), phases.DESCENT).found.ii == 5 and probes == [6, 5, 4]

@@ -1178,7 +1178,7 @@ def descent(ctx: Context, w: Window, budget: Budget) -> Outcome:
     until = ctx.work.until(budget.units(ctx.options.work))
     best, found, failed = ctx.upper, None, w.lo - 1
     while failed + 1 < best.ii and ctx.work.spent < until and ctx.work.left() > 0:
-        probe = max((failed + best.ii) // 2, best.ii - best.ii // DESCENT_STEP)
+        probe = max((failed + best.ii) // 2, best.ii - max(1, best.ii // DESCENT_STEP))  # always below the best
         v = build_model(ctx.problem, ctx.options, probe, probe)
         hints.hint_moved(v, best, probe)
         s = ctx.solver(min(budget.attempt, until - ctx.work.spent))

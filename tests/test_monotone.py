@@ -404,9 +404,9 @@ def test_the_descent_probes_at_most_an_eighth_under_the_best_schedule(monkeypatc
     p = _tiny(SWITCHING[3])
     probes: list[int] = []
 
-    def run(floor: int) -> phases.Outcome:
+    def run(floor: int, best: int) -> phases.Outcome:
         ctx = phases.Context(p, SolveOptions(workers=1), Work.starting_now(60, 100))
-        ctx.upper = SimpleNamespace(ii=1000 if floor == 400 else 900, groups={})
+        ctx.upper = SimpleNamespace(ii=best, groups={})
         probes.clear()
         return phases.descent(ctx, phases.Window(floor, 999), phases.DESCENT)
 
@@ -425,9 +425,9 @@ def test_the_descent_probes_at_most_an_eighth_under_the_best_schedule(monkeypatc
     monkeypatch.setattr(hints, "hint_moved", lambda *a: None)
     monkeypatch.setattr(phases.Context, "solver", lambda self, units: Solver())
     monkeypatch.setattr(hints, "read", lambda v, value, budgets: SimpleNamespace(ii=v.ii, groups={}))
-    out = run(400)
+    out = run(400, 1000)
     assert probes[:4] == [875, 766, 820, 847] and out.found.ii == 850
-    out = run(700)
+    out = run(700, 900)
     assert probes[:3] == [799, 849, 874] and out.found.ii == 850  # (699 + 900) // 2 = 799 > 900 - 112
     ctx = phases.Context(p, SolveOptions(workers=1), Work.starting_now(60, 100))
     ctx.upper, probes[:] = SimpleNamespace(ii=7, groups={}), []  # under 8 cycles the step is one cycle, never zero

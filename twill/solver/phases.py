@@ -1248,8 +1248,8 @@ def _pins(ctx: Context) -> tuple[tuple[str, int], ...]:
     search also picks the groups, and on a body whose register file admits few groupings it picks ones without a
     schedule: fa_fwd at head_dim 256 with two sub-tiles on h100 (suite, tuned) missed its first probe (6143) and ended
     at the constructive schedule's 8191 >= 4096, where the same probes with that schedule's groups pinned reach 4223
-    (2.6 units from the first probe) and the search 4214 (docs/benchmarks_notes.md, session 64). Only after a first miss: where the free search finds,
-    it keeps the choice of groups, and every such body's descent is as before."""
+    (2.6 units from the first probe) and the search 4214 (docs/benchmarks_notes.md, session 64). Only after a first
+    miss: where the free search finds, it keeps the choice of groups, and every such body's descent is as before."""
     if ctx.options.fixed_groups or ctx.options.swp_only:
         return ()
     return tuple(sorted(ctx.upper.groups.items()))

@@ -571,7 +571,7 @@ def issue_mii(problem: Problem, options: SolveOptions) -> tuple[int, str] | None
 
 def sequential_ii(problem: Problem) -> int:
     """An II at which one iteration runs alone, op after op: the search stops above it."""
-    span = sum(problem.span(op.name) for op in problem.ops)
+    span = sum(problem.most_span(op.name) for op in problem.ops)
     return span + sum(problem.cross_group_cost(e) + e.latency for e in problem.edges) + 1
 
 
@@ -581,6 +581,6 @@ def stage_bound(problem: Problem, ii_lo: int, joint: bool) -> int:
     worst_cost = max((problem.cross_group_cost(e) for e in problem.edges), default=0) if joint else 0
     m = max(
         [math.ceil((e.latency + worst_cost) / ii_lo) + 1 + e.distance for e in problem.edges]
-        + [math.ceil(problem.span(op.name) / ii_lo) + 1 for op in problem.ops]
+        + [math.ceil((problem.most_span(op.name) if joint else problem.span(op.name)) / ii_lo) + 1 for op in problem.ops]
     )
     return max(1, (len(problem.ops) - 1) * m)

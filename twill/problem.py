@@ -48,6 +48,7 @@ class Problem:
     handoff: Mapping[str, int] = field(default_factory=dict)  # per producer op: register hand-off cycles
     signal_cycles: int = 0  # cross-group mbarrier signal when no register data moves
     wait_cycles: int = 0  # extra hold of a consumer that waits on an async completion
+    copy: Mapping[str, int] = field(default_factory=dict)  # per producer op: cycles to copy its result to/from SMEM
 
     @property
     def ops(self) -> tuple[Op, ...]:
@@ -71,11 +72,48 @@ class Problem:
             base += self.wait_cycles
         return base
 
-    def span(self, name: str) -> int:
-        """Cycles from op ``name``'s issue until it is done with everything: its result (latency),
-        its warp group (hold) and its units (busy); one iteration run alone spans their sum."""
+    def handoff_holds(self, edge: Edge) -> tuple[int, int]:
+        """(cycles the producer's group, cycles the reader's group) spend on ``edge``'s hand-off when
+        it crosses groups: the store of the value into SMEM and the reader's load back into
+        registers, at the arch's SMEM rate (``CostModel.handoff_copy``; 0 where the arch has none).
+        An asynchronous reader (wgmma, tcgen05.mma, a TMA store) reads the staged copy in place and
+        loads nothing (P read from its slot by an SS wgmma, docs/codegen.md rule 13)."""
+        if not self.handoff_bytes(edge) or edge.src == edge.dst:
+            return 0, 0
+        cycles = self.copy.get(edge.src, 0)
+        return cycles, 0 if self.body.op(edge.dst).is_async else cycles
+
+    def hold_in(self, name: str, groups: Mapping[str, int]) -> int:
+        """``hold(name)`` where ``groups`` places the ops: plus the store of every hand-off it
+        produces and the load of every hand-off it reads across groups, contiguous from its issue
+        (so that a longer II never breaks a schedule, §3.1e). A relaxation may read ``hold`` alone."""
+        g, extra = groups[name], 0
+        for e in self.body.out_edges(name):
+            if groups[e.dst] != g:
+                extra += self.handoff_holds(e)[0]
+        for e in self.body.in_edges(name):
+            if groups[e.src] != g:
+                extra += self.handoff_holds(e)[1]
+        return self.hold(name) + extra
+
+    def most_hold(self, name: str) -> int:
+        """``hold_in`` where every hand-off of op ``name`` crosses groups: its hold at most."""
+        return (self.hold(name) + sum(self.handoff_holds(e)[0] for e in self.body.out_edges(name))
+                + sum(self.handoff_holds(e)[1] for e in self.body.in_edges(name)))
+
+    def most_span(self, name: str) -> int:
+        """``span`` under the grouping that charges op ``name`` the most (``most_hold``): what an
+        upper bound (a stage bound, a sequential II) must allow."""
         op = self.body.op(name)
-        return max(op.latency, self.hold(name), op.busy_cycles)
+        return max(op.latency, self.most_hold(name), op.busy_cycles)
+
+    def span(self, name: str, groups: Mapping[str, int] | None = None) -> int:
+        """Cycles from op ``name``'s issue until it is done with everything: its result (latency),
+        its warp group (hold, under ``groups`` where given) and its units (busy); one iteration run
+        alone spans their sum."""
+        op = self.body.op(name)
+        hold = self.hold(name) if groups is None else self.hold_in(name, groups)
+        return max(op.latency, hold, op.busy_cycles)
 
     def cross_group_cost(self, edge: Edge) -> int:
         """Extra cycles when ``edge`` joins ops of different warp groups.
@@ -281,6 +319,7 @@ def build_problem(body: LoopBody, arch: Arch) -> Problem:
         handoff=MappingProxyType(handoff),
         signal_cycles=cost.signal(),
         wait_cycles=cost.wait(),
+        copy=MappingProxyType({op.name: cost.handoff_copy(4 * op.regs) for op in ops}),
     )
     _check_handoff_costs(problem)
     return problem

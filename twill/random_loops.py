@@ -918,4 +918,9 @@ def tiny_arch(seed: int = 0) -> Arch:
             "alu": {"capacity": fact(2), "description": "two scalar pipes"},
         },
     }
+    # drawn last, so that the facts above stay those of earlier versions for every seed: a third of
+    # the archs charge no hand-off copy, the rest copy 64 or 128 B per cycle (a few cycles per value)
+    copy_rate = rng.choice((0, 64, 128))
+    if copy_rate:
+        data["rates"]["smem_bytes_per_clk_beside_wgmma"] = fact(copy_rate)
     return arch_from_dict(data, f"tiny_arch({seed})")

@@ -64,6 +64,7 @@ def static_spans(problem: Problem, schedule: Schedule, iterations: int = 3) -> l
     if iterations < 0:
         raise UsageError(f"iterations {iterations}: must be >= 0")
     spans: list[Span] = []
+    groups = {so.id: so.group for so in schedule.ops} if not schedule.swp_only else {}
     for i in range(iterations):
         for so in schedule.ops:
             issue = so.start + i * schedule.ii
@@ -71,7 +72,7 @@ def static_spans(problem: Problem, schedule: Schedule, iterations: int = 3) -> l
             for seg in op.uses:
                 begin = issue + seg.offset
                 spans.append(Span(so.id, i, so.group, seg.unit, begin, begin + seg.length, "busy"))
-            hold = problem.hold(so.id)
+            hold = problem.hold_in(so.id, groups) if groups else problem.hold(so.id)
             if hold > 0:
                 spans.append(Span(so.id, i, so.group, None, issue, issue + hold, "hold"))
     return spans

@@ -26,7 +26,7 @@ from twill.schedule import Group, Schedule
 
 __all__ = ["Violation", "RULES", "validate", "problem_for", "read_time", "lifetime", "ring_depth",
            "check_structure", "check_dependences", "check_unit_capacity", "check_in_order_issue",
-           "check_variable_latency", "check_warps", "check_registers", "check_smem", "check_tmem",
+           "check_variable_latency", "check_warps", "check_registers", "check_smem", "check_tmem", "held_cycles",
            "check_buffers"]
 
 RULES = ("structure", "dependence", "unit_capacity", "in_order_issue", "variable_latency", "warps", "registers",
@@ -74,10 +74,6 @@ def lifetime(problem: Problem, starts: dict[str, int], ii: int, name: str) -> in
 def ring_depth(life: int, ii: int) -> int:
     """Copies of a buffer alive at once in the steady state: ceil(life / II)."""
     return -(-life // ii)
-
-
-def _span(problem: Problem, op: Op) -> int:
-    return max(op.latency, problem.hold(op.name), op.busy_cycles)
 
 
 def _circle_counts(ii: int, items: Iterable[tuple[int, int, int]]) -> list[int]:
@@ -202,13 +198,23 @@ def check_unit_capacity(problem: Problem, schedule: Schedule) -> list[Violation]
     return out
 
 
+def held_cycles(problem: Problem, schedule: Schedule, name: str) -> int:
+    """Cycles op ``name`` holds its group in ``schedule``: its own hold, plus the SMEM store of each
+    hand-off it produces and the load of each it reads (``Problem.handoff_holds``) where the other
+    end sits in another group, all contiguous from its issue (design.md §2.7)."""
+    g = schedule.group_of(name)
+    stores = sum(problem.handoff_holds(e)[0] for e in problem.body.out_edges(name) if schedule.group_of(e.dst) != g)
+    loads = sum(problem.handoff_holds(e)[1] for e in problem.body.in_edges(name) if schedule.group_of(e.src) != g)
+    return problem.hold(name) + stores + loads
+
+
 def check_in_order_issue(problem: Problem, schedule: Schedule) -> list[Violation]:
     """A warp group issues in order: while one of its ops holds it, no other op of the group may
     start, so the modular hold intervals of a group's ops are disjoint, and each fits in II."""
     out: list[Violation] = []
     ii = schedule.ii
     for g in schedule.groups:
-        held = [(name, schedule.start(name), problem.hold(name)) for name in _members(schedule, g.id)]
+        held = [(name, schedule.start(name), held_cycles(problem, schedule, name)) for name in _members(schedule, g.id)]
         held = [h for h in held if h[2] > 0]
         for name, start, hold in held:
             if hold > ii:

@@ -289,6 +289,15 @@ class CostModel:
             a.sync_cost("handoff_fixed") + a.sync_cost("handoff_per_kib") * nbytes / 1024 + a.sync_cost("mbarrier")
         )
 
+    def handoff_copy(self, nbytes: int) -> int:
+        """Cycles a warp group spends copying ``nbytes`` of a hand-off between its registers and
+        SMEM (the producer's store, or the reader's load), at the shared-memory rate measured
+        beside the tensor cores (a hand-off happens while other groups' MMAs run); 0 on an arch
+        that records no such rate, where the hand-off is charged as edge latency alone (§2.4)."""
+        if not nbytes or "smem_bytes_per_clk_beside_wgmma" not in self.arch.rates:
+            return 0
+        return _cycles(nbytes / self.arch.rate("smem_bytes_per_clk_beside_wgmma"))
+
     def signal(self) -> int:
         """An mbarrier arrive -> wait between groups when no register data moves."""
         return _cycles(self.arch.sync_cost("mbarrier"))

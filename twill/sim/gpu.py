@@ -92,7 +92,8 @@ class _Gpu:
         self.joint = not schedule.swp_only
         self.starts = {o.id: o.start for o in schedule.ops}
         self.group = {o.id: o.group for o in schedule.ops}
-        self.hold = {op.name: (problem.hold(op.name) if self.joint else 0) for op in problem.ops}
+        # a hand-off's SMEM store and load occupy the producer's and the reader's groups (§2.7)
+        self.hold = {op.name: (problem.hold_in(op.name, self.group) if self.joint else 0) for op in problem.ops}
         self.latency = self._latencies(jitter, seed)
         self.rings = self._ring_depths()
         self.engine = Engine()

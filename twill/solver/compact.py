@@ -87,7 +87,8 @@ def compact_stages(problem: Problem, sched: Schedule) -> Schedule:
     ops = tuple(replace(o, stage=stages[o.id], start=stages[o.id] * ii + o.offset) for o in sched.ops)
     starts = {o.id: o.start for o in ops}
     buffers = tuple(_rebuffered(problem, b, starts, ii) for b in sched.buffers)
-    length = max(o.start + problem.span(o.id) for o in ops)
+    groups = {o.id: o.group for o in ops} if not sched.swp_only else None
+    length = max(o.start + problem.span(o.id, groups) for o in ops)
     values = dict(sched.objective_values)
     if "length" in values:
         values["length"] = length

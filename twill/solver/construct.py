@@ -240,7 +240,7 @@ def _make_plan(problem: Problem, options: SolveOptions, groups: Mapping[str, int
     readers: dict[str, list[_Reader]] = {n: [] for n in names}
     for e, d in zip(problem.edges, deps, strict=True):  # ``reservation_plan`` lists one dependence per edge, in order
         readers[e.src].append(_Reader(e.dst, e.distance, read_time(e, problem.op(e.dst)), d.latency, groups[e.dst],
-                                      problem.hold(e.dst)))
+                                      problem.hold_in(e.dst, groups)))
     values: dict[str, _Value] = {}
     pools: dict[Pool, list[tuple[str, int]]] = {}
     for op in problem.ops:
@@ -1111,7 +1111,7 @@ def _storage_floor(plan: _Plan, lo: int, hi: int) -> int:
 
 def _sequential_cap(problem: Problem, plan: _Plan) -> int:
     """An II at which one iteration runs alone, op after op: the search stops above it."""
-    span = sum(problem.span(n) for n in plan.names)
+    span = sum(problem.span(n, plan.groups) for n in plan.names)
     return span + sum(d.latency for d in plan.deps) + 1
 
 
@@ -1126,7 +1126,7 @@ def _one_at_a_time(problem: Problem, plan: _Plan) -> tuple[dict[str, int], int]:
     for name in witness_order(list(plan.names), problem.edges):
         ready = [starts[d.src] + d.latency for d in plan.preds[name] if d.distance == 0]
         starts[name] = max([free, *ready])
-        free = starts[name] + max(problem.span(name), 1)
+        free = starts[name] + max(problem.span(name, plan.groups), 1)
     longest = max((d.latency for d in plan.deps), default=0)
     reads = max((r.read for v in plan.values.values() for r in v.readers), default=0)
     return starts, free + longest + reads + 1
@@ -1152,7 +1152,7 @@ def _assemble(problem: Problem, options: SolveOptions, plan: _Plan, starts: Mapp
     warps, regs = sized
     copies = {op.name: copies_needed(problem, starts, ii, op.name) for op in problem.ops
               if op.smem_bytes or op.tmem_cols or op.regs}
-    values = {"ii": ii, "length": max(starts[n] + problem.span(n) for n in plan.names), "groups": len(warps),
+    values = {"ii": ii, "length": max(starts[n] + problem.span(n, plan.groups) for n in plan.names), "groups": len(warps),
               "handoffs": sum(problem.handoff_bytes(e) for e in problem.edges if plan.groups[e.src] != plan.groups[e.dst]),
               "regs": sum(32 * warps[g] * regs[g] for g in warps)}
     a = Assignment(ii=ii, starts=dict(starts), groups=dict(plan.groups), warps=warps, regs=regs, copies=copies,

@@ -74,6 +74,14 @@ class _Search:
         self.n = len(self.ops)
         self.index = {op.name: i for i, op in enumerate(self.ops)}
         self.hold = [problem.hold(op.name) for op in self.ops]
+        # per op: (the other end, cycles its hold grows by) of each hand-off copy it makes when
+        # that end sits in another group (``Problem.handoff_holds``)
+        self.copies: list[list[tuple[int, int]]] = [[] for _ in self.ops]
+        for e in problem.edges if self.joint else ():
+            store, load = problem.handoff_holds(e)
+            for mine, other, cycles in ((e.src, e.dst, store), (e.dst, e.src, load)):
+                if cycles:
+                    self.copies[self.index[mine]].append((self.index[other], cycles))
         self.edges = [_EdgeFacts(self.index[e.src], self.index[e.dst], e.latency, e.distance,
                                  problem.cross_group_cost(e) if self.joint else 0,
                                  read_time(e, problem.op(e.dst)), problem.handoff_bytes(e) if self.joint else 0)
@@ -158,12 +166,13 @@ class _Search:
         op i in group g and the ops already placed."""
         if not self.joint:
             return True
-        ii, hi, vi = self.ii, self.hold[i], self.variable[i]
+        self.group[i] = g
+        ii, hi, vi = self.ii, self._held(i), self.variable[i]
         isolate = self.o.isolate_variable_latency
         for j in range(i):
             if self.group[j] != g:
                 continue
-            hj = self.hold[j]
+            hj = self._held(j)
             if hi and hj:
                 d = (self.offset[i] - self.offset[j]) % ii
                 if d < hj or (ii - d) % ii < hi:
@@ -185,6 +194,25 @@ class _Search:
             return False
         return sum(self.width[w] for w in need.values()) <= self.max_warps
 
+    def _held(self, i: int) -> int:
+        """Op i's hold with the hand-off copies to the ops placed so far (all of them at a leaf)."""
+        g = self.group[i]
+        return self.hold[i] + sum(c for k, c in self.copies[i] if self.group[k] >= 0 and self.group[k] != g)
+
+    def _issue_ok(self) -> bool:
+        """In-order issue with every op placed: the copies of hand-offs to ops placed after an op
+        lengthen its hold beyond what ``_group_ok`` saw."""
+        held = [self._held(i) for i in range(self.n)]
+        if any(h > self.ii for h in held):
+            return False
+        for i in range(self.n):
+            for j in range(i):
+                if self.group[i] == self.group[j] and held[i] and held[j]:
+                    d = (self.offset[i] - self.offset[j]) % self.ii
+                    if d < held[j] or (self.ii - d) % self.ii < held[i]:
+                        return False
+        return True
+
     def _constraints(self, i: int) -> list[tuple[int, int, int]]:
         """Stage constraints k[b] - k[a] >= w between op i and the placed ops (and itself)."""
         ii, out = self.ii, []
@@ -198,7 +226,7 @@ class _Search:
                 # lifetime: start[dst] + δ·II + read - start[src] <= cap
                 out.append((e.dst, e.src, -((cap - od - e.distance * ii - e.read + os) // ii)))
         if self.o.single_stage:
-            span = [max(op.latency, self.hold[j], op.busy_cycles) for j, op in enumerate(self.ops)]
+            span = [max(op.latency, self._held(j), op.busy_cycles) for j, op in enumerate(self.ops)]
             for j in range(i + 1):
                 for a, b in ((i, j), (j, i)):
                     # start[b] + span[b] - start[a] <= II
@@ -249,7 +277,8 @@ class _Search:
             raise TimeoutError
         if i == self.n:
             self.stats.leaves += 1
-            yield from self._stages()
+            if not any(self.copies) or self._issue_ok():
+                yield from self._stages()
             return
         for o in range(self.ii) if i else (0,):
             segs = self._reserve(i, o)

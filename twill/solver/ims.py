@@ -307,8 +307,8 @@ def reservation_plan(problem: Problem, groups: Mapping[str, int] | None) -> tupl
         deps.append(Dep(e.src, e.dst, e.latency + cost, e.distance))
     for op in problem.ops:
         segs = [Segment(u.unit, u.offset, u.length, u.amount) for u in op.uses]
-        hold = problem.hold(op.name)
-        if groups is not None and hold:
+        hold = problem.hold_in(op.name, groups) if groups is not None else 0
+        if hold:
             slot = f"issue[{groups[op.name]}]"
             capacity[slot] = 1
             segs.append(Segment(slot, 0, hold, 1))
@@ -324,7 +324,7 @@ def reservation_plan(problem: Problem, groups: Mapping[str, int] | None) -> tupl
 
 def _sequential_ii(problem: Problem, deps: list[Dep]) -> int:
     """An II at which one iteration runs alone, op after op: the search gives up above it."""
-    span = sum(max(op.latency, problem.hold(op.name), op.busy_cycles) for op in problem.ops)
+    span = sum(problem.most_span(op.name) for op in problem.ops)
     return span + sum(d.latency for d in deps) + 1
 
 
@@ -465,7 +465,7 @@ def _assemble(problem: Problem, options: SolveOptions, groups: Mapping[str, int]
     """The ``Schedule`` of an IMS result, or why its warps and registers cannot be chosen."""
     copies = {op.name: copies_needed(problem, starts, ii, op.name) for op in problem.ops
               if op.smem_bytes or op.tmem_cols or op.regs}
-    length = max(starts[op.name] + max(op.latency, problem.hold(op.name), op.busy_cycles) for op in problem.ops)
+    length = max(starts[op.name] + problem.span(op.name, groups) for op in problem.ops)
     values = {"ii": ii, "length": length}
     warps: dict[int, int] = {}
     regs: dict[int, int] = {}

@@ -57,7 +57,8 @@ class ScheduleModel:
             base = self.m.new_int_var(0, horizon, f"stage_start[{op.name}]")
             self.m.add_multiplication_equality(base, [k, self.ii])
             self.m.add(s == base + f)
-        self.length = self.m.new_int_var(0, horizon + max(self.p.span(op.name) for op in problem.ops), "length")
+        most = max(self.p.most_span(op.name) for op in problem.ops)
+        self.length = self.m.new_int_var(0, horizon + most, "length")
         for op in problem.ops:
             self.m.add(self.length >= self.start[op.name] + self.p.span(op.name))
         self.groups = range(min(options.max_groups, len(problem.ops))) if self.joint else range(1)
@@ -72,6 +73,7 @@ class ScheduleModel:
         self.life: dict[str, cp_model.IntVar] = {}  # cycles each result's storage is held
         self.life_here: dict[tuple[str, int], cp_model.IntVar] = {}  # the same where group g issues it, else 0
         self.handoff_terms: list[LinearExpr] = []  # SMEM bytes staged by cross-group hand-offs
+        self.held: dict[str, cp_model.IntVar] = {}  # grouping-dependent holds (``hold_of``)
         self.objective_terms: dict[str, LinearExpr] = {"ii": self.ii, "length": self.length}
         self.symmetry = True
         self.anchored: cp_model.IntVar | None = None  # the rotation anchor's switch (§2.8c), see release_anchor
@@ -87,6 +89,21 @@ class ScheduleModel:
             self.anchored.proto.domain[0] = 0
 
     # -- facts derived from the problem ------------------------------------------------------
+    def hold_of(self, op: Op) -> int | cp_model.IntVar:
+        """``op``'s hold where the groups are chosen (``Problem.hold_in``): its own hold plus the
+        SMEM copy of every hand-off it stores or loads, each where its edge crosses groups (made
+        once; a constant where no hand-off of ``op`` is charged, or without warp groups)."""
+        base = self.p.hold(op.name)
+        parts = [(self.p.handoff_holds(e)[k], i) for i, e in enumerate(self.p.edges) for k, end in enumerate((e.src, e.dst))
+                 if end == op.name and e.src != e.dst and i in self.same]
+        parts = [(c, i) for c, i in parts if c]
+        if not parts:
+            return base
+        if op.name not in self.held:
+            h = self.held[op.name] = self.m.new_int_var(base, base + sum(c for c, _ in parts), f"hold[{op.name}]")
+            self.m.add(h == base + sum(c * (1 - self.same[i]) for c, i in parts))
+        return self.held[op.name]
+
     def lifetime_of(self, op: Op) -> tuple[cp_model.IntVar, cp_model.IntVar]:
         """(full copies, remainder) of the storage of ``op``'s result: it is held from the op's
         issue until its last reader is done, ``full * II + remainder`` cycles."""
@@ -429,20 +446,37 @@ def add_in_order_issue(v: ScheduleModel) -> None:
     Fact: each warp issues its instruction stream in order; a synchronous op (FP32 work, exp,
     a TMEM load with its wait) occupies its group for its busy span, an asynchronous op (TMA,
     wgmma, tcgen05.mma) for its issue slots, and a blocking wait adds its own cost (§2.7).
-    Math: per group g, the modular intervals [offset(v), offset(v) + hold(v)) of its ops do not overlap.
+    A hand-off's SMEM store and load extend the hold of the producer and of a reader that loads
+    (``ScheduleModel.hold_of``), contiguous from issue, where the edge crosses groups.
+    Math: per group g, the modular intervals [offset(v), offset(v) + hold(v)) of its ops do not overlap;
+    hold(v) = hold_0(v) + sum over crossing hand-off edges e at v of copy(e).
     """
+    holds = {op.name: v.hold_of(op) for op in v.p.ops}
+    for op in v.p.ops:
+        hold = holds[op.name]
+        if not isinstance(hold, int):
+            v.m.add(v.ii >= hold)
+            v.m.add(v.length >= v.start[op.name] + hold)
+        elif hold:
+            v.m.add(v.ii >= hold)
     for g in v.groups:
         intervals, total = [], []
         for op in v.p.ops:
-            hold = v.p.hold(op.name)
-            if hold == 0:
+            hold, x = holds[op.name], v.in_group[op.name, g]
+            if isinstance(hold, int) and hold == 0:
                 continue
-            v.m.add(v.ii >= hold)
-            intervals += v.modular_copies(v.offset[op.name], hold, f"hold[{op.name},{g}]", v.in_group[op.name, g])
-            total.append(hold * v.in_group[op.name, g])
+            intervals += v.modular_copies(v.offset[op.name], hold, f"hold[{op.name},{g}]", x)
+            total.append(hold * x if isinstance(hold, int) else _when(v, hold, x, f"hold[{op.name},{g}]"))
         v.m.add_no_overlap(intervals)
         if total:
             v.m.add(sum(total) <= v.ii)  # implied by the no-overlap; a linear cut the LP sees
+
+
+def _when(v: ScheduleModel, var: cp_model.IntVar, x: cp_model.IntVar, name: str) -> cp_model.IntVar:
+    """At least ``var`` where ``x`` holds, else anything >= 0: a linear lower bound on var * x."""
+    out = v.m.new_int_var(0, upper(var), f"{name}.when")
+    v.m.add(out >= var - upper(var) * (1 - x))
+    return out
 
 
 def add_variable_latency_isolation(v: ScheduleModel) -> None:

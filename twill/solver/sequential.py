@@ -46,13 +46,12 @@ def _witness_plan(problem: Problem, groups: Mapping[str, int] | None = None) -> 
     starts: dict[str, int] = {}
     free = 0
     for name in order:
-        op = problem.op(name)
         ready = [starts[e.src] + e.latency + (problem.cross_group_cost(e) if groups[e.src] != groups[e.dst] else 0)
                  for e in problem.body.in_edges(name) if e.distance == 0]
         starts[name] = max([free, *ready])
-        free = starts[name] + max(op.latency, problem.hold(name), op.busy_cycles, 1)
+        free = starts[name] + max(problem.span(name, groups), 1)
     longest_read = max((e.latency + problem.cross_group_cost(e) for e in problem.edges), default=0)
-    reads = max([op.latency for op in problem.ops] + [problem.hold(op.name) for op in problem.ops])
+    reads = max([op.latency for op in problem.ops] + [problem.hold_in(op.name, groups) for op in problem.ops])
     return starts, groups, free + longest_read + reads + 1
 
 

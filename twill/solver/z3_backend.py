@@ -248,18 +248,39 @@ def add_modulo_resources(v: Z3Model) -> None:
                 v.solver.add(v.total([z3.If(v.covers(q, n, p), a, 0) for q, n, a in others]) <= room)
 
 
+def _hold(v: Z3Model, op: Op) -> int | Expr:
+    """``op``'s hold with the SMEM copy of each hand-off it stores or loads where the edge crosses
+    groups (``Problem.handoff_holds``, §2.7); an int where none is charged."""
+    p = v.problem
+    copies = [(p.handoff_holds(e)[0], e.dst) for e in p.body.out_edges(op.name) if e.dst != op.name]
+    copies += [(p.handoff_holds(e)[1], e.src) for e in p.body.in_edges(op.name) if e.src != op.name]
+    copies = [(c, other) for c, other in copies if c]
+    if not copies:
+        return p.hold(op.name)
+    return p.hold(op.name) + v.total([z3.If(v.same_group(op.name, other), 0, c) for c, other in copies])
+
+
 def add_in_order_issue(v: Z3Model) -> None:
-    """Within a group, the hold arcs [offset, offset + hold) of its ops are disjoint (§2.7)."""
-    held = [op for op in v.problem.ops if v.problem.hold(op.name) > 0]
+    """Within a group, the hold arcs [offset, offset + hold) of its ops are disjoint (§2.7); a
+    hand-off's store and load lengthen the producer's and the reader's holds where it crosses."""
+    holds = {op.name: _hold(v, op) for op in v.problem.ops}
+    held = [op for op in v.problem.ops if not isinstance(holds[op.name], int) or holds[op.name] > 0]
     for op in held:
-        if v.problem.hold(op.name) > v.ii:
-            v.never()
+        hold = holds[op.name]
+        if isinstance(hold, int):
+            if hold > v.ii:
+                v.never()
+        else:
+            v.solver.add(hold <= v.ii, v.objectives["length"] >= v.start[op.name] + hold)
     for g in range(len(v.used)):  # implied by the disjoint arcs: a group's holds fit in II
-        v.solver.add(v.total([z3.If(v.member[op.name, g], v.problem.hold(op.name), 0) for op in held]) <= v.ii)
+        v.solver.add(v.total([z3.If(v.member[op.name, g], holds[op.name], 0) for op in held]) <= v.ii)
     for i, a in enumerate(held):
         for b in held[i + 1:]:
             oa, ob = v.offset[a.name], v.offset[b.name]
-            overlap = z3.Or(v.covers(oa, v.problem.hold(a.name), ob), v.covers(ob, v.problem.hold(b.name), oa))
+            ha, hb = holds[a.name], holds[b.name]
+            overlap = z3.Or(v.covers(oa, ha, ob), v.covers(ob, hb, oa))
+            if not (isinstance(ha, int) and isinstance(hb, int)):  # an op that holds nothing stalls nothing
+                overlap = z3.And(ha > 0, hb > 0, overlap)
             v.solver.add(z3.Implies(v.same_group(a.name, b.name), z3.Not(overlap)))
 
 
@@ -465,7 +486,7 @@ def _assignment(v: Z3Model, model: z3.ModelRef) -> Assignment:
               if v.joint and (op.regs or op.smem_bytes or op.tmem_cols)}
     values = {name: value(v.objectives[name]) for name in v.options.objective if name in v.objectives}
     if "length" in values:  # the model's length is only an upper bound unless it was minimised
-        values["length"] = max(starts[op.name] + max(op.latency, p.hold(op.name), op.busy_cycles) for op in p.ops)
+        values["length"] = max(starts[op.name] + p.span(op.name, groups or None) for op in p.ops)
     return Assignment(
         ii=v.ii, starts=starts, groups=groups,
         warps={g: value(v.warps[g]) for g in labels}, regs={g: value(v.regs[g]) for g in labels}, copies=copies,

@@ -5,8 +5,10 @@ from serializing the wgmma pipeline; compiled for sm_90a on a CPU as the GEMM ke
 from __future__ import annotations
 
 import copy
+import functools
 import json
 import re
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -229,13 +231,26 @@ def test_without_rule_12_ptxas_spreads_the_row_sum_through_the_pv_issue(monkeypa
 HANDOFF = SCHEDULES / "fa_handoff.json"  # the warpgroup-rate variant's schedule: P and alpha cross groups
 
 
+@functools.cache
+def handoff_arch() -> str:
+    """The arch ``fa_handoff.json`` was solved on: the warpgroup-rate variant as it was before hand-off copies
+    were charged as hold (design.md §2.7), i.e. without its SMEM rate. The schedule is the one the H200 ran
+    (bench/results/h200/handoff); on today's variant its casts' stores overlap the row sums
+    (tests/test_handoff_hold.py)."""
+    text = (SCHEDULES / "h200_warpgroup_rates.toml").read_text(encoding="utf-8")
+    kept = [line for line in text.splitlines() if not line.startswith("smem_bytes_per_clk_beside_wgmma")]
+    path = Path(tempfile.mkdtemp(prefix="twill_test_")) / "h200_warpgroup_rates_before_copies.toml"
+    path.write_text("\n".join(kept) + "\n", encoding="utf-8")
+    return str(path)
+
+
 def test_register_values_read_in_another_group_go_through_smem_slots():
     """``fa_handoff.json`` (II 2445 on h200_warpgroup_rates.toml): groups 1 and 3 compute the softmax of
     one sub-tile each and hand P (fp16, 16 KiB) and alpha (a row vector) to group 2, which issues both
     P·V; the row sums stay where they are computed, so the output write in group 2 reads their last
     values across groups too. Each value gets the depth of its schedule buffer ``src->dst``."""
     sched = Schedule.read(HANDOFF)
-    plan = generate(sched).plan
+    plan = generate(sched, arch=handoff_arch()).plan
     assert {h.op: (h.group, h.readers, h.reader_groups, h.copies) for h in plan.handoffs.values()} == {
         "cast0": (1, ("pv0",), (2,), 1), "alpha0": (1, ("rescale0",), (2,), 1),
         "cast1": (3, ("pv1",), (2,), 1), "alpha1": (3, ("rescale1",), (2,), 1)}
@@ -253,7 +268,7 @@ def test_register_values_read_in_another_group_go_through_smem_slots():
 
 
 def test_hand_off_source_waits_stores_publishes_and_releases():
-    src = generate(Schedule.read(HANDOFF)).source
+    src = generate(Schedule.read(HANDOFF), arch=handoff_arch()).source
     g1, g2 = loop_of(src, 1), loop_of(src, 2)
 
     def in_order(text: str, lines: list[str]) -> bool:
@@ -324,7 +339,7 @@ def test_the_hand_off_kernel_compiles_and_fits_without_spills():
     pytest.importorskip("triton", minversion="3.6")
     from twill.codegen.fit import fit_registers
 
-    fitted = fit_registers(Schedule.read(HANDOFF))
+    fitted = fit_registers(Schedule.read(HANDOFF), arch=handoff_arch())
     assert fitted.spilled[0] > 0 and fitted.raised == {1: 8, 2: 8, 3: 8}
     c = fitted.compiled
     assert (c.spill_stores, c.spill_loads) == (0, 0) and c.requested_regs == (24, 160, 136)
@@ -354,4 +369,4 @@ def test_without_the_rounds_before_the_first_the_hand_off_kernel_deadlocks(monke
 
     monkeypatch.setattr(E, "_rounds_before_first", lambda b: None)
     with pytest.raises(CodegenError, match=r"trip count 1\): deadlock"):
-        generate(Schedule.read(HANDOFF))
+        generate(Schedule.read(HANDOFF), arch=handoff_arch())

@@ -457,14 +457,14 @@ def add_in_order_issue(v: ScheduleModel) -> None:
         if not isinstance(hold, int):
             v.m.add(v.ii >= hold)
             v.m.add(v.length >= v.start[op.name] + hold)
-        elif hold:
-            v.m.add(v.ii >= hold)
     for g in v.groups:
         intervals, total = [], []
         for op in v.p.ops:
             hold, x = holds[op.name], v.in_group[op.name, g]
-            if isinstance(hold, int) and hold == 0:
-                continue
+            if isinstance(hold, int):
+                if hold == 0:
+                    continue
+                v.m.add(v.ii >= hold)  # (once per group, as the model always had it: its search follows the proto)
             intervals += v.modular_copies(v.offset[op.name], hold, f"hold[{op.name},{g}]", x)
             total.append(hold * x if isinstance(hold, int) else _when(v, hold, x, f"hold[{op.name},{g}]"))
         v.m.add_no_overlap(intervals)

@@ -370,3 +370,29 @@ def test_without_the_rounds_before_the_first_the_hand_off_kernel_deadlocks(monke
     monkeypatch.setattr(E, "_rounds_before_first", lambda b: None)
     with pytest.raises(CodegenError, match=r"trip count 1\): deadlock"):
         generate(Schedule.read(HANDOFF), arch=handoff_arch())
+
+
+HANDOFF_COPY = SCHEDULES / "fa_handoff_copy.json"  # the same grouping's optimum once hand-off copies are charged
+
+
+def test_a_window_of_smaller_shift_takes_the_rounds_past_its_last_iteration():
+    """``fa_handoff_copy.json`` (II 2383, optimal for the hand-off grouping on the warpgroup-rate variant): P·V0's
+    round is its iteration + 2 and P·V1's + 1, so the token's path runs to round n + 1; Q·Kᵀ1's group has one stage
+    and its iterations reach round n only, so after its epilogue it takes round n + 1 empty. The kernel passed its
+    checks on the H200 (bench/results/h200/handoff_copy)."""
+    gen = generate(Schedule.read(HANDOFF_COPY))
+    assert [(w.group, w.ops, w.rounds) for w in gen.plan.windows] == [
+        (3, ("qk1",), {"qk1": 0}), (2, ("pv0",), {"pv0": 2}), (1, ("qk0",), {"qk0": 0}), (2, ("pv1",), {"pv1": 1})]
+    tail = body(gen.source, 3).split("# epilogue")[1]
+    assert "an empty turn (round n_iter + 1)" in tail
+    assert "round n_iter + 1" not in body(gen.source, 1)
+
+
+def test_without_the_rounds_past_the_end_that_kernel_deadlocks(monkeypatch):
+    """The counter-test of ``_rounds_past_the_end``: P·V0 of the last iteration waits for a round that Q·Kᵀ1's
+    group never passes (the turn protocol's exploration finds it at one KV block)."""
+    import twill.codegen.emit as E
+
+    monkeypatch.setattr(E, "_rounds_past_the_end", lambda b, stages: None)
+    with pytest.raises(CodegenError, match=r"trip count 1\): deadlock: group 2 .* round 2 of window 1"):
+        generate(Schedule.read(HANDOFF_COPY))

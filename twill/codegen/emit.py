@@ -559,6 +559,7 @@ def _emit_partition(plan: Plan, part: Partition, depth: dict[str, int], check: b
             depth_ = 2
         b.step([(op, T.Iter(b.n, e - part.stage[op], 1)) for op in part.ops if part.stage[op] > e], depth_,
                [(op, T.Iter(b.n, e - part.stage[op], 1)) for op in part.ops if part.stage[op] <= e])
+    _rounds_past_the_end(b, S)
     for pos in sorted(b.st.open_turns):  # rounds whose later wgmmas lie past the last iteration
         for rnd in list(b.st.open_turns[pos]):
             b.pass_turn(plan.windows[pos], rnd, 1)
@@ -587,6 +588,25 @@ def _emit_partition(plan: Plan, part: Partition, depth: dict[str, int], check: b
             for line in frame.finish(op, plan.mmas[op], read):
                 b.add(line)
     return b
+
+
+def _rounds_past_the_end(b: _Body, stages: int) -> None:
+    """Take empty the rounds on the token's path that come after everything the epilogue visits: the
+    path runs to round n - 1 + K, K the largest shift of a window's first wgmma (``_in_chain``), but a
+    window whose own shift is smaller reaches only round n - 1 + stages - stage[f] + rounds[f] through
+    its iterations (Q·Kᵀ1 at shift 0 in a group of one stage, where P·V0 of another group has shift 2:
+    its round n + 1 has no iteration to open it); they are taken last, in token order."""
+    plan, part = b.plan, b.part
+    late = []
+    for w in plan.windows:
+        if w.group != part.group:
+            continue
+        r = stages - part.stage[w.first] + w.rounds[w.first]
+        while b._in_chain(w, T.Iter(b.n, r, 1)) is True:
+            late.append((r, w.position))
+            r += 1
+    for r, pos in sorted(late):
+        b.empty_turn(plan.windows[pos], T.Iter(b.n, r, 1), 1)
 
 
 def _rounds_before_first(b: _Body) -> None:

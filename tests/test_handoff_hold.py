@@ -24,7 +24,7 @@ from twill.solver.z3_backend import solve_z3
 from twill.validate import validate
 
 RATE = "smem_bytes_per_clk_beside_wgmma"
-HANDOFF_SCHEDULE = Path(__file__).resolve().parents[1] / "bench" / "codegen" / "fa_handoff.json"
+HANDOFF_SCHEDULE = Path(__file__).resolve().parents[1] / "bench" / "results" / "h200" / "handoff" / "fa_handoff.json"
 WARPGROUP_RATES = Path(__file__).resolve().parents[1] / "bench" / "codegen" / "h200_warpgroup_rates.toml"
 
 

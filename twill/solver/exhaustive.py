@@ -177,7 +177,7 @@ class _Search:
                 d = (self.offset[i] - self.offset[j]) % ii
                 if d < hj or (ii - d) % ii < hi:
                     return False
-            if isolate and vi != self.variable[j] and (hj if vi else hi):
+            if isolate and vi != self.variable[j] and (self.hold[j] if vi else self.hold[i]):  # own holds (§2.7)
                 return False
         if self.o.no_handoff:
             for e in self.back[i]:

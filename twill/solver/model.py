@@ -465,11 +465,26 @@ def add_in_order_issue(v: ScheduleModel) -> None:
                 if hold == 0:
                     continue
                 v.m.add(v.ii >= hold)  # (once per group, as the model always had it: its search follows the proto)
-            intervals += v.modular_copies(v.offset[op.name], hold, f"hold[{op.name},{g}]", x)
+            intervals += v.modular_copies(v.offset[op.name], hold, f"hold[{op.name},{g}]", _issuing(v, op, hold, x, g))
             total.append(hold * x if isinstance(hold, int) else _when(v, hold, x, f"hold[{op.name},{g}]"))
         v.m.add_no_overlap(intervals)
         if total:
             v.m.add(sum(total) <= v.ii)  # implied by the no-overlap; a linear cut the LP sees
+
+
+def _issuing(v: ScheduleModel, op: Op, hold: int | cp_model.IntVar, x: cp_model.IntVar, g: int) -> cp_model.IntVar:
+    """The presence of ``op``'s hold interval in group g: x[op, g], and, for an op that holds nothing but
+    its copies, those copies being charged. CP-SAT's no-overlap keeps a zero-size interval out of another
+    interval's inside, where an op that holds nothing stalls nothing (§2.7): such an interval must be absent."""
+    if isinstance(hold, int) or v.p.hold(op.name) > 0:
+        return x
+    copying = v.m.new_bool_var(f"copying[{op.name},{g}]")
+    v.m.add(hold >= 1).only_enforce_if(copying)
+    v.m.add(hold == 0).only_enforce_if(~copying)
+    present = v.m.new_bool_var(f"issuing[{op.name},{g}]")
+    v.m.add_bool_and([x, copying]).only_enforce_if(present)
+    v.m.add_bool_or([~x, ~copying, present])
+    return present
 
 
 def _when(v: ScheduleModel, var: cp_model.IntVar, x: cp_model.IntVar, name: str) -> cp_model.IntVar:

@@ -19,7 +19,7 @@ Two uses:
 * a fixed warp split (``groups``), by default Triton's (``producer_consumer_split``: loads on a
   producer, everything else on one consumer). Edges between groups pay ``problem.cross_group_cost``;
   each group issues in order, so its issue slot is one more MRT resource of capacity 1 that an op
-  holds for ``problem.hold(op)`` cycles from its issue. Variable-latency isolation holds by the
+  holds for ``problem.hold_in(op, groups)`` cycles from its issue (its hand-off copies included). Variable-latency isolation holds by the
   split's construction. Warps and register budgets are chosen after scheduling, as a compiler
   does (the narrowest legal group whose ``setmaxnreg`` budget holds its live registers), and the
   result must pass ``twill.validate.validate``; a II whose schedule fails (registers, SMEM, TMEM)

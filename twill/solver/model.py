@@ -74,6 +74,7 @@ class ScheduleModel:
         self.life_here: dict[tuple[str, int], cp_model.IntVar] = {}  # the same where group g issues it, else 0
         self.handoff_terms: list[LinearExpr] = []  # SMEM bytes staged by cross-group hand-offs
         self.held: dict[str, cp_model.IntVar] = {}  # grouping-dependent holds (``hold_of``)
+        self.copying: dict[str, cp_model.IntVar] = {}  # an op that holds nothing else: its copies charged
         self.objective_terms: dict[str, LinearExpr] = {"ii": self.ii, "length": self.length}
         self.symmetry = True
         self.anchored: cp_model.IntVar | None = None  # the rotation anchor's switch (§2.8c), see release_anchor
@@ -478,9 +479,11 @@ def _issuing(v: ScheduleModel, op: Op, hold: int | cp_model.IntVar, x: cp_model.
     interval's inside, where an op that holds nothing stalls nothing (§2.7): such an interval must be absent."""
     if isinstance(hold, int) or v.p.hold(op.name) > 0:
         return x
-    copying = v.m.new_bool_var(f"copying[{op.name},{g}]")
-    v.m.add(hold >= 1).only_enforce_if(copying)
-    v.m.add(hold == 0).only_enforce_if(~copying)
+    copying = v.copying.get(op.name)
+    if copying is None:  # one literal per op: whether its copies are charged does not depend on g
+        copying = v.copying[op.name] = v.m.new_bool_var(f"copying[{op.name}]")
+        v.m.add(hold >= 1).only_enforce_if(copying)
+        v.m.add(hold == 0).only_enforce_if(~copying)
     present = v.m.new_bool_var(f"issuing[{op.name},{g}]")
     v.m.add_bool_and([x, copying]).only_enforce_if(present)
     v.m.add_bool_or([~x, ~copying, present])

@@ -271,6 +271,8 @@ def derive(results: Mapping[str, dict], reference: Mapping[str, dict] | None = N
         f"({wait['iters']} in a row): {wait['cycles_per_iter']:.1f} cycles each", "sync")
     if "smem" in results:
         _smem(results, add)
+    elif reference is not None and "smem" in reference:
+        _smem(reference, add, from_reference=True)
     if warpgroup_rates and "fa_consumer" in results:
         _warpgroup_steps(results, add)
         _wgmma_issue(results, add)
@@ -449,8 +451,13 @@ def _tma_gemm_tail(rec: dict, clock: float, feed: float, add) -> None:
         "(twill/arch/calibrate.py _tma_gemm_tail)", "tma_loaded")
 
 
-def _smem(results: Mapping[str, dict], add) -> None:
-    """Shared-memory bandwidth per SM (LSU accesses) and what is left of it beside wgmma's operand reads."""
+def _smem(results: Mapping[str, dict], add, from_reference: bool = False) -> None:
+    """Shared-memory bandwidth per SM (LSU accesses) and what is left of it beside wgmma's operand reads.
+
+    ``from_reference``: ``results`` are another GPU's with the same SM (the H200's for the H100, whose
+    suite predates smem.cu): the SMEM path and the tensor cores are the SM's, so the rates carry over,
+    tagged I. Without them the arch would charge a register hand-off between groups no copy at all
+    (``CostModel.handoff_copy``), a modelling error the solver exploits (issue 21)."""
     alone = [r for r in _records(results, "smem", kind="alone") if r["mem_warps"] >= 16]
     best: dict[str, float] = {}
     for r in alone:
@@ -465,17 +472,24 @@ def _smem(results: Mapping[str, dict], add) -> None:
     opnd = statistics.median(float(r["wgmma_operand_bytes_per_clk_per_sm"]["median"]) for r in loads)
     alone12 = {r["op"]: float(r["smem_bytes_per_clk_per_sm"]["median"])
                for r in _records(results, "smem", kind="alone") if r["mem_warps"] == 12}
+    derived = ""
+    if from_reference:
+        gpu = results["smem"].get("device", {}).get("name", "the reference GPU")
+        derived = (f"derived, not measured on this GPU: {gpu}'s measurement, same GH100 SM (shared memory and "
+                   "tensor cores are per SM; the chips differ in HBM and clocks, not here): ")
     add("rates", "smem_bytes_per_clk", round(peak, 1),
-        f"shared-memory bytes per SM clock moved by ld/st.shared.v4, ldmatrix.x4 and stmatrix.x4 (16-32 warps of one "
-        f"CTA per SM, 512 B per warp instruction, no bank conflicts): median of each kind's best, {ops}", "smem")
+        derived + "shared-memory bytes per SM clock moved by ld/st.shared.v4, ldmatrix.x4 and stmatrix.x4 (16-32 "
+        f"warps of one CTA per SM, 512 B per warp instruction, no bank conflicts): median of each kind's best, {ops}", "smem",
+        from_reference)
     add("rates", "smem_bytes_per_clk_beside_wgmma", round(beside, 1),
-        f"the same loads (12 warps; alone {', '.join(f'{k} {v:.1f}' for k, v in alone12.items())}) while a warpgroup "
-        f"runs wgmma m64n64k16 SS fp16 back to back: {beside:.1f} B/clk, and the wgmmas keep {mma_with:.0f} of "
+        derived + f"the same loads (12 warps; alone {', '.join(f'{k} {v:.1f}' for k, v in alone12.items())}) while a "
+        f"warpgroup runs wgmma m64n64k16 SS fp16 back to back: {beside:.1f} B/clk, and the wgmmas keep {mma_with:.0f} of "
         f"their {float(mma_alone['wgmma_flops_per_clk_per_sm']['median']):.0f} FLOP/clk alone ({opnd:.0f} B/clk of "
         f"SMEM operands counted at 4 KiB per instruction). Operand reads and LSU accesses together moved "
         f"{opnd + beside:.0f} B/clk, more than the LSU path's {peak:.0f}: wgmma's operand reads do not draw on the "
         "LSU budget, they take priority over it" + _bulk_beside_wgmma(results)
-        + " (informational: no built-in program's ops use SMEM bandwidth yet)", "smem")
+        + ". The cost model charges a register hand-off between groups its store and load at this rate, on "
+        "the issuing groups (CostModel.handoff_copy)", "smem", from_reference)
 
 
 # One warpgroup's softmax steps (bench/gpu/fa_consumer.cu) -> [rates] key and the unit of work it counts:

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import H100_ISSUE8
 from twill.cli import main
 from twill.codegen import CodegenError, generate
 from twill.schedule import Schedule
@@ -272,7 +273,7 @@ def test_smem_over_capacity_is_refused():
 
 def test_cli_refuses_with_one_line_and_exit_2(tmp_path, capsys):
     out = tmp_path / "s.json"
-    assert main(["solve", "gemm", "--arch", "h100", "--swp-only", "-q", "--workers", "1", "--out", str(out)]) == 0
+    assert main(["solve", "gemm", "--arch", H100_ISSUE8, "--swp-only", "-q", "--workers", "1", "--out", str(out)]) == 0
     capsys.readouterr()
     assert main(["codegen", str(out), "-o", str(tmp_path / "k.py")]) == 2
     err = capsys.readouterr().err.strip().splitlines()

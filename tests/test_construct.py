@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from tests.conftest import problem
+from tests.conftest import H100_ISSUE8, problem
 from twill.ir import Carrier, Edge, Issuer, LoopBody, Op, Use
 from twill.options import SolveOptions
 from twill.problem import build_problem
@@ -78,7 +78,7 @@ def test_every_builtin_program_schedules_validly(name, arch, params, no_jitter):
 def test_small_bodies_get_jittered_tries():
     """FA forward, one tile, h100: 11 ops, so each II also gets jittered copies of the strategies,
     which find II 2573 where the base strategies stop at 3611 (IMS: 3825; the exact search, 2492)."""
-    p = problem("fa_fwd", "h100")
+    p = problem("fa_fwd", H100_ISSUE8)
     groups = dict(producer_consumer_split(p))
     s = construct_schedule(p, SolveOptions(), groups).schedule
     assert s is not None and validate(p, s) == [] and s.ii == 2573

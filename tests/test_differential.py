@@ -25,6 +25,7 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
+from tests.conftest import H100_ISSUE8
 from twill.arch.registry import get_arch
 from twill.body_json import body_document, body_from_document
 from twill.errors import InfeasibleError
@@ -222,7 +223,7 @@ def _accumulator_and_its_reader(cap: int) -> Problem:
     body = LoopBody("accumulator", (mma, ex), (Edge(src="mma", dst="ex", latency=48, carrier=Carrier.REGISTERS),
                                                Edge(src="ex", dst="mma", latency=32, distance=1,
                                                     carrier=Carrier.REGISTERS)))
-    return build_problem(body, get_arch("h100"))
+    return build_problem(body, get_arch(H100_ISSUE8))
 
 
 @pytest.mark.parametrize("cap, ii, groups", [(0, 80, [(8, ("mma", "ex"))]), (4, 120, [(4, ("mma",)), (4, ("ex",))])])

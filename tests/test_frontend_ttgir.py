@@ -78,8 +78,8 @@ def test_pointer_loads_run_on_the_load_store_units(version):
     # then
     loads = [op for op in body.ops if op.kind == "load"]
     assert [u.unit for op in loads for u in op.uses] == ["lsu", "lsu"]
-    # 16384 B and 32768 B at 104.8 B/clk (archs/h100.toml lsu_bytes_per_clk), ready an L2 hit (263) later
-    assert [(op.uses[0].length, op.latency) for op in loads] == [(157, 157 + 263), (313, 313 + 263)]
+    # 16384 B and 32768 B at 120.8 B/clk (archs/h100.toml lsu_bytes_per_clk), ready an L2 hit (263) later
+    assert [(op.uses[0].length, op.latency) for op in loads] == [(136, 136 + 263), (272, 272 + 263)]
 
 
 @pytest.mark.parametrize("version", VERSIONS)
@@ -105,7 +105,7 @@ def test_persistent_gemm_is_read_before_loop_fusion(version, arch):
 @pytest.mark.parametrize("version", VERSIONS)
 @pytest.mark.parametrize("arch,kernel,program,res_mii,rec_mii", [
     ("h100", "fa_fwd", "fa_fwd", 2048, 1228), ("b200", "fa_fwd", "fa_fwd", 1032, 1191),
-    ("h100", "gemm_tma", "gemm", 1024, 1024), ("b200", "gemm_tma", "gemm", 548, 512),
+    ("h100", "gemm_tma", "gemm", 1160, 1024), ("b200", "gemm_tma", "gemm", 548, 512),
 ])
 def test_bounds_match_the_hand_written_program(version, arch, kernel, program, res_mii, rec_mii):
     """ResMII and RecMII of the imported loop equal those of programs/<program>.py on the arch."""
@@ -304,7 +304,7 @@ def test_compile_through_the_triton_extra(tmp_path):
     # then
     assert body.params["flops_per_iteration"] == 2 * 128 * 256 * 64
     assert body.trip_count == 128
-    assert (bounds(body, "h100").res_mii, bounds(body, "h100").rec_mii) == (1024, 1024)
+    assert (bounds(body, "h100").res_mii, bounds(body, "h100").rec_mii) == (1160, 1024)
 
 
 @pytest.mark.parametrize("arch,capability", [("h100", 90), ("h200", 90), ("b200", 100)])
@@ -363,7 +363,9 @@ def test_a_descriptor_store_in_the_loop_is_a_tma_store():
     store = next(op for op in body.ops if op.kind == "store")
     assert store.uses[0].unit == "tma" and store.uses[0].length == h100.cost.tma(128 * 64 * 2).busy
     assert any(e.src == "load_a_4" and e.dst == store.name and e.carrier.value == "smem" for e in body.edges)
-    assert bounds(body, "h100").res_mii == 1024  # 157 + 313 + 157 TMA cycles stay under the 1024 tensor-core cycles
+    # the A and B panels at the H100's GEMM feed (387 + 773) and the store at the same-tile rate (136) outrun the
+    # 1024 tensor-core cycles
+    assert bounds(body, "h100").res_mii == 1296
 
 
 @pytest.mark.parametrize("version", VERSIONS)

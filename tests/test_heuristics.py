@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from tests.conftest import problem
+from tests.conftest import H100_ISSUE8, problem
 from twill.ir import Carrier, Edge, Issuer, LoopBody, Op, Use
 from twill.problem import build_problem
 from twill.solver import SolveOptions, lower_bound
@@ -205,7 +205,7 @@ def test_a_consumer_group_per_sub_tile_gives_a_sequential_schedule_where_one_gro
     from twill.solver.sequential import sequential_witness
     from twill.solver.strategies import consumer_components
 
-    p = problem("fa_fwd", "h100", subtiles=2, head_dim=256, block_n=128)
+    p = problem("fa_fwd", H100_ISSUE8, subtiles=2, head_dim=256, block_n=128)
     assert [v.rule for v in validate(p, sequential_witness(p))][:1] == ["registers"]
     parts = sequential_witness(p, groups=dict(consumer_components(p)))
     assert validate(p, parts) == []

@@ -25,7 +25,7 @@ def test_panel_loads_pay_the_gemm_feed_and_its_tail_on_h200():
 
 
 def test_an_arch_without_the_panel_facts_charges_panels_as_the_same_tile():
-    arch = get_arch("h100")
+    arch = get_arch("b200")
     assert "tma_bytes_per_clk_gemm" not in arch.rates and "tma_gemm" not in arch.latencies
     assert arch.cost.tma(16384, "panel") == arch.cost.tma(16384, "all")
     with pytest.raises(ValueError, match="not one of"):
@@ -45,3 +45,16 @@ def test_gemm_on_h200_is_bound_by_the_feed_or_by_shared_memory():
     s = solve(wide, opts)
     assert (s.status, s.ii) == ("optimal", 1211)
     assert {b.value: b.copies for b in s.buffers if b.memory == "smem"} == {"load_a": 4, "load_b": 3}
+
+
+def test_gemm_on_h100_pays_its_own_slower_feed():
+    """The H100's GEMM feed (42.4 B/clk, bench/results/h100/issue21/tma_loaded.json) is below the H200's
+    48.9: 128x128 tiles are feed-bound at 32 KiB / 42.4 = 774 cycles; 128x256 tiles need 1160 for the feed,
+    and the rings the tail asks for (p99 landing 2427 cycles) do not fit beside the C tile's staging below
+    1428, which the warp-group structure relaxation proves."""
+    opts = SolveOptions(workers=1, time_limit=60)
+    narrow = solve(problem("gemm", "h100", block_n=128), opts)
+    assert (narrow.status, narrow.ii) == ("optimal", 774) and "unit 'tma'" in narrow.proof
+    wide = solve(problem("gemm", "h100"), opts)
+    assert (wide.status, wide.ii, wide.ii_lower_bound) == ("optimal", 1428, 1428) and "structure" in wide.proof
+    assert {b.value: b.copies for b in wide.buffers if b.memory == "smem"} == {"load_a": 4, "load_b": 3}

@@ -456,8 +456,27 @@ def _tmem_cols(t: TensorType) -> int:
     return max(1, t.shape[1] * ELEMENT_BYTES.get(t.element, 4) // 4) * max(1, t.shape[0] // 128)
 
 
-def _make_op(node: _Node, scope: _Scope, arch: Arch, fp_fusion: bool) -> tuple[Op, int, int]:
-    """The twill op of a node, its tensor-core FLOPs and its loaded bytes."""
+def _panel_loads(builder: _Builder) -> set[int]:
+    """The TMA loads that are GEMM panels: both operands of one MMA loaded by TMA in the same iteration.
+
+    A GEMM's grid shares each A tile along a row of output tiles and each B tile along a column, so
+    their L2 feed is the panel pattern's (``TMA_SHARING["panel"]``, measured with a GEMM's raster),
+    not every SM on the same tile. FlashAttention's K and V each meet an operand made in the loop (Q
+    stays resident, P is computed), so they keep the same-tile rate, as in ``programs/fa_fwd.py``."""
+    panels: set[int] = set()
+    for node in builder.nodes:
+        if node.role != "mma" or len(node.head.operands) < 2:
+            continue
+        found = [builder.producers(v) for v in node.head.operands[:2]]
+        loads = [ps[0][0] for ps in found if len(ps) == 1 and ps[0][1] == 0 and ps[0][0].role == "tma_load"]
+        if len(loads) == 2 and loads[0] is not loads[1]:
+            panels.update(id(n) for n in loads)
+    return panels
+
+
+def _make_op(node: _Node, scope: _Scope, arch: Arch, fp_fusion: bool, panel: bool = False) -> tuple[Op, int, int]:
+    """The twill op of a node, its tensor-core FLOPs and its loaded bytes; ``panel``: a TMA load that
+    ``_panel_loads`` found to be a GEMM panel."""
     op = node.head
     if node.role == "mma":
         built, flops = _mma_op(node, scope, arch)
@@ -465,7 +484,7 @@ def _make_op(node: _Node, scope: _Scope, arch: Arch, fp_fusion: bool) -> tuple[O
     if node.role in ("tma_load", "global_load"):
         nbytes = _load_bytes(scope.type(op.results[0]))
         if node.role == "tma_load":
-            return tops.tma_load(arch, node.name, nbytes, kind="load"), 0, nbytes
+            return tops.tma_load(arch, node.name, nbytes, kind="load", sharing="panel" if panel else "all"), 0, nbytes
         _require_unit(arch, "lsu", op)
         return tops.global_load(arch, node.name, nbytes, kind="load"), 0, nbytes
     if node.role == "tma_store":
@@ -593,8 +612,9 @@ def _build(module: Module, loop: MlirOp, fn: MlirOp, arch: Arch, name: str, befo
     builder = _Builder(scope, arch, fp_fusion)
     built: dict[str, Op] = {}
     flops = load_bytes = 0
+    panels = _panel_loads(builder)
     for node in builder.nodes:
-        op, f, b = _make_op(node, scope, arch, fp_fusion)
+        op, f, b = _make_op(node, scope, arch, fp_fusion, id(node) in panels)
         refs = " ".join(f"{m.name}" for m in node.members)
         where = f" ({node.head.loc})" if node.head.loc else f" (TTGIR line {node.head.line})"
         built[node.name] = _with_ref(op, f"{refs}{where}")

@@ -260,7 +260,7 @@ def sweep_grid(program: str | ProgramSource, arch: Arch, space: Space, options: 
     >>> space = parse_space(["block_m=64,128"], {"block_m": 128, "block_n": 256, "block_k": 64, "dtype": "fp16"})
     >>> result = sweep_grid("gemm", get_arch("h100"), space, SolveOptions(workers=1, time_limit=30))
     >>> [(r.label(["block_m"]), r.ii, r.status) for r in result.ranked]
-    [('block_m=128', 1024, 'optimal'), ('block_m=64', 512, 'optimal')]
+    [('block_m=128', 1428, 'optimal'), ('block_m=64', 967, 'optimal')]
     """
     source = ProgramSource(program) if isinstance(program, str) else program
     engine = engine or InlineEngine()

@@ -1,8 +1,7 @@
 """twill sweep: the grid, the content-keyed cache, the engines agreeing, interruption, the CLI.
 
 The sweeps here run the GEMM main loop on the issue-8 H100 model (tests/archs/h100_issue8.toml), whose
-points prove optimal in ~0.1 s each, so the
-engines can be compared on exact answers. Expected IIs come from the model: a 64x64 tile is
+points prove optimal in ~0.1 s each, so the engines can be compared on exact answers. Expected IIs come from the model: a 64x64 tile is
 bound by TMA (158 cycles for its A and B tiles), larger ones by the accumulator recurrence
 (one MMA's tensor-core time: 256 cycles per 64x128x64).
 """

@@ -32,29 +32,18 @@ def test_an_arch_without_the_panel_facts_charges_panels_as_the_same_tile():
         arch.cost.tma(16384, "diagonal")
 
 
-def test_gemm_on_h200_is_bound_by_the_feed_or_by_shared_memory():
-    """128x128: the feed binds (both tiles at 48.9 B/clk = 672 cycles) and the p99 tail asks for rings of 5.
-    128x256: the tensor cores need 1024, but rings deep enough for the tail do not fit beside the C tile's
-    staging (64 KiB, static_smem): II 1211 with rings of 4 and 3, proven."""
+@pytest.mark.parametrize("arch, narrow_ii, wide_ii", [("h200", 672, 1211), ("h100", 774, 1428)])
+def test_gemm_is_bound_by_the_feed_or_by_shared_memory(arch, narrow_ii, wide_ii):
+    """128x128: the feed binds (both tiles at 48.9 B/clk = 672 cycles on the H200, 42.4 = 774 on the H100,
+    each chip's tma_loaded.json) and the p99 tail asks for rings of 5. 128x256: the tensor cores need 1024
+    (the H100's feed 1160), but rings deep enough for the tail do not fit beside the C tile's staging (64 KiB,
+    static_smem): II 1211 on the H200, 1428 on the H100, with rings of 4 and 3, proven."""
     opts = SolveOptions(workers=1, time_limit=60)
-    narrow = solve(problem("gemm", "h200", block_n=128), opts)
-    assert (narrow.status, narrow.ii) == ("optimal", 672) and "unit 'tma'" in narrow.proof
+    narrow = solve(problem("gemm", arch, block_n=128), opts)
+    assert (narrow.status, narrow.ii) == ("optimal", narrow_ii) and "unit 'tma'" in narrow.proof
     assert {b.value: b.copies for b in narrow.buffers if b.memory == "smem"} == {"load_a": 5, "load_b": 5}
-    wide = problem("gemm", "h200")
+    wide = problem("gemm", arch)
     assert wide.body.static_smem == 128 * 256 * 2
     s = solve(wide, opts)
-    assert (s.status, s.ii) == ("optimal", 1211)
+    assert (s.status, s.ii) == ("optimal", wide_ii)
     assert {b.value: b.copies for b in s.buffers if b.memory == "smem"} == {"load_a": 4, "load_b": 3}
-
-
-def test_gemm_on_h100_pays_its_own_slower_feed():
-    """The H100's GEMM feed (42.4 B/clk, bench/results/h100/issue21/tma_loaded.json) is below the H200's
-    48.9: 128x128 tiles are feed-bound at 32 KiB / 42.4 = 774 cycles; 128x256 tiles need 1160 for the feed,
-    and the rings the tail asks for (p99 landing 2427 cycles) do not fit beside the C tile's staging below
-    1428, which the warp-group structure relaxation proves."""
-    opts = SolveOptions(workers=1, time_limit=60)
-    narrow = solve(problem("gemm", "h100", block_n=128), opts)
-    assert (narrow.status, narrow.ii) == ("optimal", 774) and "unit 'tma'" in narrow.proof
-    wide = solve(problem("gemm", "h100"), opts)
-    assert (wide.status, wide.ii, wide.ii_lower_bound) == ("optimal", 1428, 1428) and "structure" in wide.proof
-    assert {b.value: b.copies for b in wide.buffers if b.memory == "smem"} == {"load_a": 4, "load_b": 3}

@@ -170,7 +170,7 @@ __device__ void fill_tiles(uint8_t* smem, const Tiles& t) {
 // Part 1: one softmax step's rate from one warpgroup
 // Output layout of wg_pipe_kernel: [2][128][66] step values, then the partner's O [128][64], then the
 // step warpgroup's own accumulator [128][64] (kOwn*).
-constexpr int kOwnSlot = 2 * 128 * 66 + 128 * 64, kPipeOutFloats = kOwnSlot + 128 * 64;
+constexpr int kOwnSlot = 2 * 128 * 66 + 128 * 64, kStsmSlot = kOwnSlot + 128 * 64, kPipeOutFloats = kStsmSlot + 128;
 
 enum Kind : int { kEx2 = 0, kRowMax, kRowSum, kRescale, kCast, kKinds };
 static const char* kKindName[kKinds] = {"ex2", "row_max", "row_sum", "rescale", "cast"};
@@ -189,11 +189,23 @@ static const int kKindElems[kKinds] = {8192, 8192, 8192, 8192, 8192};
 // step), as a consumer that issues Q.K^T(j+1) or P.V(j) before softmax(j) runs it (FA3's order):
 // 8 SS wgmma m64n128k16 (Q.K^T), 8 RS (P.V, A from registers), or 8 SS while warpgroup 1 streams as in
 // kBeside. MUFU and the wgmmas share the warp's MIO queue (Nsight on FA3's order, docs/benchmarks.md).
-enum Mode : int { kAlone = 0, kBeside = 1, kPair = 2, kBesideSS = 3, kOwnSS = 4, kOwnRS = 5, kOwnBeside = 6, kModes };
+// kBesideStsm*: another warpgroup streams stmatrix.x4 stores of a 16 KiB tile into shared memory for as long as the
+// step runs (a register hand-off's store, FA's P handed to another group, docs/benchmarks_notes.md session 68):
+// whether the store and MUFU share the sub-partition's MIO queue; kBesideStsmWgmma adds a third warpgroup that streams
+// the other consumer's wgmmas as in kBeside, the hand-off kernel's three groups at once.
+enum Mode : int { kAlone = 0, kBeside = 1, kPair = 2, kBesideSS = 3, kOwnSS = 4, kOwnRS = 5, kOwnBeside = 6,
+                  kBesideStsm = 7, kBesideStsmWgmma = 8, kModes };
 static const char* kModeName[kModes] = {"alone", "beside_wgmma", "pair", "beside_wgmma_ss", "own_wgmma_ss",
-                                        "own_wgmma_rs", "own_wgmma_ss_beside_wgmma"};
-__host__ __device__ constexpr bool has_partner(int mode) { return mode == kBeside || mode == kBesideSS || mode == kOwnBeside; }
+                                        "own_wgmma_rs", "own_wgmma_ss_beside_wgmma", "beside_stsm",
+                                        "beside_stsm_and_wgmma"};
+__host__ __device__ constexpr bool has_partner(int mode) {
+  return mode == kBeside || mode == kBesideSS || mode == kOwnBeside || mode == kBesideStsmWgmma;
+}
 __host__ __device__ constexpr bool has_own(int mode) { return mode == kOwnSS || mode == kOwnRS || mode == kOwnBeside; }
+__host__ __device__ constexpr bool has_stsm(int mode) { return mode == kBesideStsm || mode == kBesideStsmWgmma; }
+__host__ __device__ constexpr int threads_of(int mode) { return mode == kBesideStsmWgmma ? 384 : 256; }
+constexpr int kStsmOffset = 3 * kTileBytes, kStsmBytes = 16 * 1024;  // after Q, K, V^T: 112 KiB of the 120
+static_assert(kStsmOffset + kStsmBytes <= kOneCtaPerSmSmem, "the stmatrix tile must fit the CTA's shared memory");
 
 struct PipeParams {
   int rounds;
@@ -205,6 +217,7 @@ struct PipeOut {
   uint64_t partner_cycles, partner_groups, ns;
   uint64_t own_issue_cycles, own_groups;  // kOwn*: cycles from fence to commit, summed; commit groups issued
   uint64_t own_step_cycles;  // kOwn*: the step's own cycles (after the commit, before the wait), summed
+  uint64_t stsm_cycles, stsm_rounds;  // kBesideStsm*: warp 0 of the storing warpgroup, 16 KiB per round
   uint32_t smid, pad;
 };
 
@@ -254,10 +267,53 @@ __device__ __forceinline__ void pipe_round(float (&x)[64], float (&m)[2], const 
   }
 }
 
+// The stmatrix stream of kBesideStsm*: each warp stores its 4 KiB share of the 16 KiB tile (8 stmatrix.x4, 512 B
+// each) every round, the words salted by the round so that no store repeats the last, until warpgroup 0 is done;
+// then it reads its share back and counts the words that differ from its last round's (0: every store landed).
+__device__ void stsm_stream(uint8_t* smem, volatile int& done, float* out, PipeOut* times) {
+  const int wtid = threadIdx.x % 128, w = wtid / 32, lane = wtid % 32;
+  uint8_t* buf = smem + kStsmOffset;
+  uint32_t key[8][4];
+#pragma unroll
+  for (int i = 0; i < 8; ++i)
+#pragma unroll
+    for (int j = 0; j < 4; ++j) key[i][j] = (uint32_t(w) << 24) | (uint32_t(i) << 16) | (uint32_t(j) << 8) | uint32_t(lane);
+  const uint64_t c0 = clock_cycles();
+  uint32_t rounds = 0;
+  bool stop = false;
+  do {
+    const uint32_t salt = rounds * 0x9E3779B1u;
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      // lane l gives row l % 8 of matrix l / 8; matrix j of step i is 128 bytes at ((w * 8 + i) * 4 + j) * 128
+      const uint32_t r[4] = {key[i][0] ^ salt, key[i][1] ^ salt, key[i][2] ^ salt, key[i][3] ^ salt};
+      stmatrix_x4(smem_addr(buf + ((w * 8 + i) * 4 + lane / 8) * 128 + (lane % 8) * 16), r);
+    }
+    ++rounds;
+    stop = __shfl_sync(0xFFFFFFFFu, done, 0) != 0;  // one value per warp (stmatrix is warp-collective)
+  } while (!stop);
+  const uint64_t c1 = clock_cycles();
+  __syncwarp();
+  const uint32_t salt = (rounds - 1) * 0x9E3779B1u;
+  uint32_t bad = 0;
+#pragma unroll
+  for (int i = 0; i < 8; ++i)
+#pragma unroll
+    for (int j = 0; j < 4; ++j)  // lane l holds row l / 4, bytes 4 (l % 4) .. +4 of each matrix
+      bad += *reinterpret_cast<volatile uint32_t*>(buf + ((w * 8 + i) * 4 + j) * 128 + (lane / 4) * 16 + (lane % 4) * 4) !=
+             (key[i][j] ^ salt);
+  if (blockIdx.x == 0) out[kStsmSlot + wtid] = float(bad);
+  if (wtid == 0) {
+    times[blockIdx.x].stsm_cycles = c1 - c0;
+    times[blockIdx.x].stsm_rounds = rounds;
+  }
+}
+
 // Warpgroup 0 runs the step (with its own wgmma groups in flight: kOwn*); warpgroup 1 streams P.V + Q.K^T
-// wgmmas (kBeside, kOwnBeside) or runs the step too (kPair).
+// wgmmas (kBeside, kOwnBeside), runs the step too (kPair) or streams stmatrix stores (kBesideStsm*, whose
+// wgmmas, if any, come from warpgroup 2).
 template <int KIND, int MODE>
-__global__ void __launch_bounds__(256, 1)
+__global__ void __launch_bounds__(threads_of(MODE), 1)
     wg_pipe_kernel(Tiles tiles, PipeParams pp, float* out, PipeOut* times) {
   extern __shared__ __align__(1024) uint8_t smem[];
   __shared__ volatile int done;
@@ -328,18 +384,24 @@ __global__ void __launch_bounds__(256, 1)
       out[(wg * 128 + wtid) * 66 + 64] = m[0];
       out[(wg * 128 + wtid) * 66 + 65] = m[1];
     }
+  } else if (has_stsm(MODE) && wg == 1) {
+    stsm_stream(smem, done, out, times);
   } else if (has_partner(MODE)) {
+    // three warpgroups leave 168 registers a thread: there the partner streams SS Q.K^T into one accumulator
+    constexpr bool one_acc = MODE == kBesideStsmWgmma;
     float s[64], o[64];
     uint32_t a[32];
 #pragma unroll
-    for (int i = 0; i < 32; ++i) a[i] = tiles.p0[wtid * 32 + i];
+    for (int i = 0; i < 32; ++i) a[i] = one_acc ? 0u : tiles.p0[wtid * 32 + i];
     const uint32_t q = smem_addr(smem) + 64 * 32, k = smem_addr(smem + kTileBytes), vt = smem_addr(smem + 2 * kTileBytes);
     const uint64_t c0 = clock_cycles();
     uint64_t groups = 0;
     bool stop = false;
     do {
       wg_fence();
-      if (MODE == kBeside || MODE == kOwnBeside)
+      if constexpr (one_acc)
+        issue_qk(s, q, k);
+      else if (MODE == kBeside || MODE == kOwnBeside)
         issue_pv(o, a, vt, 0);
       else
         issue_qk(o, q, k);  // O = S: the same check, SS only
@@ -356,8 +418,10 @@ __global__ void __launch_bounds__(256, 1)
     } while (!stop);
     wg_wait<0>();
     fence_f(s);
-    fence_f(o);
-    fence_u(a);
+    if constexpr (!one_acc) {
+      fence_f(o);
+      fence_u(a);
+    }
     const uint64_t c1 = clock_cycles();
     if (wtid == 0) {
       times[blockIdx.x].partner_cycles = c1 - c0;
@@ -367,7 +431,7 @@ __global__ void __launch_bounds__(256, 1)
 #pragma unroll
       for (int i = 0; i < 64; ++i) {
         out[(128 + wtid) * 66 + i] = s[i];
-        out[2 * 128 * 66 + wtid * 64 + i] = o[i];
+        out[2 * 128 * 66 + wtid * 64 + i] = one_acc ? s[i] : o[i];
       }
     }
   }
@@ -705,22 +769,28 @@ static void run_kind(Report& report, const HostTiles& h, const DevTiles& d, int 
   PipeOut* dt = nullptr;
   CK(cudaMalloc(&dout, sizeof(float) * outn));
   CK(cudaMalloc(&dt, sizeof(PipeOut) * sms));
-  std::vector<double> cyc, mhz, mma, own_mma, own_issue, own_step;
-  double worst = 0, partner = 0, own = 0;
+  std::vector<double> cyc, mhz, mma, own_mma, own_issue, own_step, stsm;
+  double worst = 0, partner = 0, own = 0, stsm_bad = 0;
   bool ok = true;
   std::vector<uint32_t> ids;
   for (int l = 0; l <= launches; ++l) {
     CK(cudaMemset(dout, 0xFF, sizeof(float) * outn));
     CK(cudaMemset(dt, 0, sizeof(PipeOut) * sms));
-    kernel<<<sms, 256, kOneCtaPerSmSmem>>>(d.t, pp, dout, dt);
+    kernel<<<sms, threads_of(MODE), kOneCtaPerSmSmem>>>(d.t, pp, dout, dt);
     CK_LAUNCH();
     std::vector<float> out(outn);
     std::vector<PipeOut> t(sms);
     CK(cudaMemcpy(out.data(), dout, sizeof(float) * outn, cudaMemcpyDeviceToHost));
     CK(cudaMemcpy(t.data(), dt, sizeof(PipeOut) * sms, cudaMemcpyDeviceToHost));
     for (int wg = 0; wg < (MODE == kPair ? 2 : 1); ++wg) worst = std::max(worst, check_kind(KIND, pp, out, wg));
-    if (has_partner(MODE)) partner = std::max(partner, check_partner(h, out, MODE == kBesideSS));
+    if (has_partner(MODE))
+      partner = std::max(partner, check_partner(h, out, MODE == kBesideSS || MODE == kBesideStsmWgmma));
     if (has_own(MODE)) own = std::max(own, acc_err(acc_ref(h, MODE != kOwnRS), out.data() + kOwnSlot, 64));
+    if (has_stsm(MODE))
+      for (int t = 0; t < 128; ++t) {  // a NaN (the poisoned slot: the stream never reported) is a failure
+        const double v = out[kStsmSlot + t];
+        stsm_bad = std::max(stsm_bad, std::isfinite(v) ? v : INFINITY);
+      }
     if (l == 0) continue;  // warm-up
     ids.clear();
     for (const auto& x : t) {
@@ -728,6 +798,7 @@ static void run_kind(Report& report, const HostTiles& h, const DevTiles& d, int 
       if (x.ns) mhz.push_back(1e3 * double(x.cycles[0]) / double(x.ns));
       if (has_partner(MODE) && x.partner_cycles)
         mma.push_back(double(x.partner_groups) * 16 * 2.0 * 64 * 128 * 16 / double(x.partner_cycles));
+      if (has_stsm(MODE) && x.stsm_cycles) stsm.push_back(double(x.stsm_rounds) * kStsmBytes / double(x.stsm_cycles));
       if (has_own(MODE) && x.own_groups) {  // 8 wgmma m64n128k16 per group, over the step's whole time
         own_mma.push_back(double(x.own_groups) * 8 * 2.0 * 64 * 128 * 16 / double(x.cycles[0]));
         own_issue.push_back(double(x.own_issue_cycles) / double(x.own_groups));
@@ -737,7 +808,7 @@ static void run_kind(Report& report, const HostTiles& h, const DevTiles& d, int 
     }
   }
   const double tol = KIND == kEx2 ? 1e-4 : 0.0;
-  ok = worst <= tol && partner <= 1e-3 && own <= 1e-3 && !read_and_clear_error_flags();
+  ok = worst <= tol && partner <= 1e-3 && own <= 1e-3 && stsm_bad == 0 && !read_and_clear_error_flags();
   std::sort(ids.begin(), ids.end());
   const Stats sc = stats_of(cyc);
   Record r;
@@ -747,6 +818,7 @@ static void run_kind(Report& report, const HostTiles& h, const DevTiles& d, int 
       .boolean("one_cta_per_sm", std::adjacent_find(ids.begin(), ids.end()) == ids.end())
       .stats("cycles_per_round", sc).stats("sm_clock_mhz", stats_of(mhz));
   if (has_partner(MODE)) r.num("partner_max_rel_err", partner).stats("partner_flops_per_clk", stats_of(mma));
+  if (has_stsm(MODE)) r.num("stsm_wrong_words", stsm_bad).stats("stsm_bytes_per_clk", stats_of(stsm));
   if (has_own(MODE))
     r.num("own_max_rel_err", own).stats("own_flops_per_clk", stats_of(own_mma))
         .stats("own_issue_cycles_per_group", stats_of(own_issue)).stats("step_cycles_per_round", stats_of(own_step));
@@ -764,6 +836,8 @@ static void run_kind_all(Report& report, const HostTiles& h, const DevTiles& d, 
   run_kind<KIND, kBeside>(report, h, d, rounds, launches);
   run_kind<KIND, kPair>(report, h, d, rounds, launches);
   run_kind<KIND, kBesideSS>(report, h, d, rounds, launches);
+  run_kind<KIND, kBesideStsm>(report, h, d, rounds, launches);
+  run_kind<KIND, kBesideStsmWgmma>(report, h, d, rounds, launches);
   // Beside the warpgroup's own wgmmas only the steps longer than a few dozen instructions: the rescale and
   // cast rounds (71 and 69 cycles alone) lie far inside one own group (512 busy cycles), and ptxas then
   // replaces a wgmma of the loop by a dummy (run_suite.py rejects the build).

@@ -308,19 +308,21 @@ def test_the_wgmma_issue_cost_comes_from_the_own_group_records():
     assert "mma_issue" not in {m.key for m in derive(load_results(RESULTS), warpgroup_rates=True)}
 
 
-def test_the_warpgroup_variant_is_the_calibration_with_its_rates():
-    """bench/codegen/h200_warpgroup_rates.toml is `twill calibrate --warpgroup-rates` of bench/results/h200: archs/h200.toml
-    with the five step rates and the wgmma issue cost added and nothing else changed."""
+@pytest.mark.parametrize(("chip", "results", "arch"), [("h200", RESULTS_H200, H200), ("h100", RESULTS_H100_ISSUE21, H100)])
+def test_the_warpgroup_variant_is_the_calibration_with_its_rates(chip: str, results: Path, arch: Path):
+    """bench/codegen/{chip}_warpgroup_rates.toml is `twill calibrate --warpgroup-rates` of the chip's results: its built-in
+    arch with the five step rates and the wgmma issue cost added and nothing else changed (the H100's, from its own
+    fa_consumer.json, reproduce the H200's rates: the same SM)."""
     # given
-    path = ROOT / "bench" / "codegen" / "h200_warpgroup_rates.toml"
+    path = ROOT / "bench" / "codegen" / f"{chip}_warpgroup_rates.toml"
     text = path.read_text()
     data = tomllib.loads(text)
     # when
-    again = calibrated_toml(load_results(RESULTS_H200), data, name=data["name"], description=data["description"],
-                            results_label="bench/results/h200", warpgroup_rates=True)
+    again = calibrated_toml(load_results(results), data, name=data["name"], description=data["description"],
+                            results_label=results.relative_to(ROOT).as_posix(), warpgroup_rates=True)
     # then
     assert again == "".join(text.splitlines(keepends=True)[1:])  # the first line says which variant it is
-    base = tomllib.loads(H200.read_text())
+    base = tomllib.loads(arch.read_text())
     added = {k for k in data["rates"] if k not in base["rates"]}
     assert added == {"mufu_ops_per_clk_warpgroup", "fp32_ops_per_clk_warpgroup", "convert_ops_per_clk_warpgroup",
                      "alu_reduce_ops_per_clk_warpgroup", "fp32_reduce_ops_per_clk_warpgroup"}

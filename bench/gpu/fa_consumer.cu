@@ -11,7 +11,8 @@
 //     tensor-core work (8 RS wgmma m64n128k16 P.V + 8 SS wgmma m64n128k16 Q.K^T per commit group, one
 //     group in flight) for as long, or beside 16 SS wgmmas per group (no register operand: whether the RS
 //     wgmma's register reads are what slows the step); and paired (both warpgroups run the same step: two warps per
-//     sub-partition, the pipe's rate when one warp cannot fill it).
+//     sub-partition, the pipe's rate when one warp cannot fill it); or beside a warpgroup streaming stmatrix stores
+//     of a 16 KiB tile (a hand-off's store), with or without a third warpgroup streaming wgmmas.
 //   consumer loop (fa_loop_kernel): the whole consumer of twill's fa_opt kernel with K and V resident in
 //     shared memory (no TMA, no producer): per KV step alpha, rescale, cast, [turn], P.V (RS) and Q.K^T
 //     (SS) issue, [pass the turn], row sum, wait, row max, running max, exp. One warpgroup alone (the
@@ -20,7 +21,8 @@
 //
 // Checks (a failed check reports no time): every kind's final per-thread values are recomputed on the
 // host (bit-exact for max, sums, products and packs; within 1e-4 for the approximate ex2); the partner's
-// accumulators equal the host's Q.K^T and P.V within 1e-3; the consumer loop's O / l equals the host's
+// accumulators equal the host's Q.K^T and P.V within 1e-3; the stmatrix stream's last tile reads back word for
+// word; the consumer loop's O / l equals the host's
 // fp64 softmax(Q K^T * scale) V (every KV block is the same tile, so n blocks give one block's
 // attention) within a relative L2 error of 4e-3 (the generated kernels' tolerance) for every row.
 #include <cuda_fp16.h>

@@ -308,6 +308,26 @@ def test_the_wgmma_issue_cost_comes_from_the_own_group_records():
     assert "mma_issue" not in {m.key for m in derive(load_results(RESULTS), warpgroup_rates=True)}
 
 
+def test_the_mio_variant_changes_only_the_copy_rate_to_the_measured_one():
+    """bench/codegen/h200_warpgroup_mio.toml is the warpgroup variant with one fact changed by hand: a hand-off copy at
+    the stmatrix stream's rate beside another warpgroup's exp2 step and a third's wgmmas, as recorded in
+    bench/results/h200/mio/fa_consumer.json (issue 21, session 68)."""
+    # given
+    codegen = ROOT / "bench" / "codegen"
+    mio = tomllib.loads((codegen / "h200_warpgroup_mio.toml").read_text())
+    base = tomllib.loads((codegen / "h200_warpgroup_rates.toml").read_text())
+    records = json.loads((RESULTS_H200 / "mio" / "fa_consumer.json").read_text())["records"]
+    # when
+    stream = next(r for r in records if r["kind"] == "step" and r["step"] == "ex2" and r["mode"] == "beside_stsm_and_wgmma")
+    changed = {(section, key) for section in base if isinstance(base[section], dict)
+               for key in base[section] if mio[section].get(key) != base[section][key]}
+    # then
+    assert changed == {("rates", "smem_bytes_per_clk_beside_wgmma")}
+    assert stream["ok"] and mio["rates"]["smem_bytes_per_clk_beside_wgmma"]["value"] == round(
+        stream["stsm_bytes_per_clk"]["median"], 1)
+    assert {k for k in mio if k not in ("name", "description")} == {k for k in base if k not in ("name", "description")}
+
+
 @pytest.mark.parametrize(("chip", "results", "arch"), [("h200", RESULTS_H200, H200), ("h100", RESULTS_H100_ISSUE21, H100)])
 def test_the_warpgroup_variant_is_the_calibration_with_its_rates(chip: str, results: Path, arch: Path):
     """bench/codegen/{chip}_warpgroup_rates.toml is `twill calibrate --warpgroup-rates` of the chip's results: its built-in

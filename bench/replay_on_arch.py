@@ -23,6 +23,9 @@ operand's registers as it went.
 from __future__ import annotations
 
 import argparse
+import json
+import math
+from pathlib import Path
 
 from twill.arch.registry import get_arch
 from twill.frontend.programs import load_program
@@ -86,12 +89,97 @@ class _OperandWar(gpu._Gpu):
         super()._evaluate(s)
 
 
+# The FA program's register steps and the fa_consumer.cu step that measures each (issue 21, session 69).
+FA_STEPS = {"rowmax": "row_max", "exp": "ex2", "rowsum": "row_sum", "cast": "cast", "rescale": "rescale"}
+
+
+def alone_ratios(records: str) -> dict[str, float]:
+    """Each FA step's cycles alone over its cycles beside another warpgroup's wgmmas, from a fa_consumer record."""
+    cycles = {(r["step"], r["mode"]): r["cycles"] for r in json.loads(Path(records).read_text())["records"] if r.get("kind") == "step"}
+    return {step: cycles[step, "alone"] / cycles[step, "beside_wgmma"] for step in FA_STEPS.values()}
+
+
+class _ByOverlap(gpu._Gpu):
+    """The simulator's GPU with one hypothesis: a register step runs at its rate beside wgmmas (the arch's hold) only
+    while the tensor core is busy, and at its rate alone (hold x ``ratio``) while it is idle. The tensor core's busy
+    spans come from ``busy`` (the previous pass) and the reservations already made; `replay` iterates passes."""
+
+    def __init__(self, problem: Problem, schedule: Schedule, iterations: int, ratio: dict[str, float],
+                 busy: list[tuple[int, int]], free: bool = False) -> None:
+        super().__init__(problem, schedule, iterations, jitter=0.0, seed=0)
+        self.free = free
+        self.ratio = {op.name: ratio[FA_STEPS[op.name.rstrip("0123456789")]] for op in problem.ops
+                      if op.name.rstrip("0123456789") in FA_STEPS and not op.is_async}
+        self.prior = busy
+
+    def _busy(self, now: int) -> list[tuple[int, int]]:
+        spans = sorted([(a, b) for a, b in self.prior if b > now]
+                       + [(r.start, r.end) for r in self.units.get("tc", []) if r.end > now])
+        merged: list[tuple[int, int]] = []
+        for a, b in spans:
+            if merged and a <= merged[-1][1]:
+                merged[-1] = (merged[-1][0], max(merged[-1][1], b))
+            else:
+                merged.append((a, b))
+        return merged
+
+    def _stretched(self, v: str, now: int) -> int:
+        """Cycles from ``now`` until one step's work is done at the rate each stretch of time allows."""
+        beside = self.hold[v]
+        alone = beside * self.ratio[v]
+        t, left = float(now), 1.0
+        for a, b in self._busy(now):
+            for end, cost in ((a, alone), (b, beside)):
+                if end > t:
+                    if (end - t) / cost >= left:
+                        return math.ceil(t + left * cost - now)
+                    left -= (end - t) / cost
+                    t = end
+        return math.ceil(t + left * alone - now)
+
+    def _evaluate(self, s: gpu._Stream) -> None:
+        """Free-running, as the kernel runs: each group keeps the schedule's order, not its cycles."""
+        if not self.free:
+            return super()._evaluate(s)
+        sched, v, k = s.items[s.pos]
+        s.items[s.pos] = (0, v, k)
+        super()._evaluate(s)
+        s.items[s.pos] = (sched, v, k)
+
+    def _issue(self, s: gpu._Stream, op: Op, k: int, now: int) -> None:
+        if op.name not in self.ratio:
+            return super()._issue(s, op, k, now)
+        nominal = self.hold[op.name]
+        self.hold[op.name] = self._stretched(op.name, now)
+        super()._issue(s, op, k, now)
+        self.hold[op.name] = nominal
+
+
+def replay_by_overlap(problem: Problem, sched: Schedule, iterations: int, ratio: dict[str, float],
+                      passes: int = 8, free: bool = False) -> float:
+    """The interval under `_ByOverlap`, each pass on the tensor core's busy spans of the one before, until the
+    interval repeats (at most ``passes``)."""
+    busy: list[tuple[int, int]] = []
+    last = None
+    for _ in range(passes):
+        machine = _ByOverlap(problem, sched, iterations, ratio, busy, free)
+        machine.run()
+        achieved = machine.result().achieved_ii
+        busy = [(sp.start, sp.end) for sp in machine.spans if sp.unit == "tc"]
+        if achieved == last:
+            break
+        last = achieved
+    return achieved
+
+
 def replay(arch_name: str, path: str, iterations: int = 32, retire_first: bool = False,
-           operand_war: str | None = None) -> tuple[int, float]:
+           operand_war: str | None = None, by_overlap: str | None = None) -> tuple[int, float]:
     """(the schedule's II, the interval the simulator achieves on ``arch_name``'s costs)."""
     arch = get_arch(arch_name)
     sched = Schedule.read(path)
     problem = build_problem(load_program(sched.program, arch, dict(sched.body.params)), arch)
+    if by_overlap:
+        return sched.ii, replay_by_overlap(problem, sched, iterations, alone_ratios(by_overlap))
     if retire_first or operand_war:
         machine = (_RetireFirst(problem, sched, iterations) if retire_first
                    else _OperandWar(problem, sched, iterations, operand_war == "chain"))
@@ -110,10 +198,13 @@ def main() -> None:
                     help="register work waits for its group's in-flight wgmmas (a hypothesis about ptxas)")
     rule.add_argument("--rs-operand-war", nargs="?", const="operand", choices=("operand", "chain"),
                     help="the producer of an RS wgmma's register operand waits for the previous read (a hypothesis)")
+    rule.add_argument("--rates-by-overlap", metavar="FA_CONSUMER_JSON",
+                    help="register steps at their rate alone while the tensor core is idle (a hypothesis)")
     args = ap.parse_args()
     print("| schedule | II when solved | replayed cycles/iteration |\n|---|---|---|")
     for path in args.schedules:
-        ii, achieved = replay(args.arch, path, args.iterations, args.retire_before_register_work, args.rs_operand_war)
+        ii, achieved = replay(args.arch, path, args.iterations, args.retire_before_register_work, args.rs_operand_war,
+                              args.rates_by_overlap)
         print(f"| {path} | {ii} | {achieved:.0f} |")
 
 

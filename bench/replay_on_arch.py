@@ -62,18 +62,23 @@ class _RetireFirst(gpu._Gpu):
 class _OperandWar(gpu._Gpu):
     """The simulator's GPU with one more wait: the producer of an RS wgmma's register operand (a register edge into
     an asynchronous op, not in place) issues instance k only once the reader of instance k - 1 has completed; with
-    ``chain``, the same for that producer's own distance-0 register producers. Kept here while it is a hypothesis."""
+    ``chain``, the same for that producer's own distance-0 register producers; with ``same_group``, only where the
+    reader is in the writer's group. ``war=None`` adds no wait (the base of `_ByOverlap`). Kept here while it is a
+    hypothesis."""
 
-    def __init__(self, problem: Problem, schedule: Schedule, iterations: int, chain: bool) -> None:
+    def __init__(self, problem: Problem, schedule: Schedule, iterations: int, war: str | None = "operand",
+                 same_group: bool = False) -> None:
+        super().__init__(problem, schedule, iterations, jitter=0.0, seed=0)
         self.war: dict[str, list[Edge]] = {}
-        for e in problem.edges:
+        for e in problem.edges if war else []:
             if e.carrier is Carrier.REGISTERS and problem.op(e.dst).is_async and not e.in_place:
                 self.war.setdefault(e.src, []).append(e)
-        for src, reads in list(self.war.items()) if chain else []:
+        for src, reads in list(self.war.items()) if war == "chain" else []:
             for e in problem.body.in_edges(src):
                 if e.distance == 0 and e.carrier is Carrier.REGISTERS and not problem.op(e.src).is_async:
                     self.war.setdefault(e.src, []).extend(reads)
-        super().__init__(problem, schedule, iterations, jitter=0.0, seed=0)
+        if same_group:  # a reader in another group reads a shared-memory copy, not the producer's registers
+            self.war = {v: [e for e in reads if self.group[v] == self.group[e.dst]] for v, reads in self.war.items()}
 
     def _evaluate(self, s: gpu._Stream) -> None:
         _, v, k = s.items[s.pos]
@@ -99,15 +104,14 @@ def alone_ratios(records: str) -> dict[str, float]:
     return {step: cycles[step, "alone"] / cycles[step, "beside_wgmma"] for step in FA_STEPS.values()}
 
 
-class _ByOverlap(gpu._Gpu):
+class _ByOverlap(_OperandWar):
     """The simulator's GPU with one hypothesis: a register step runs at its rate beside wgmmas (the arch's hold) only
     while the tensor core is busy, and at its rate alone (hold x ``ratio``) while it is idle. The tensor core's busy
     spans come from ``busy`` (the previous pass) and the reservations already made; `replay` iterates passes."""
 
     def __init__(self, problem: Problem, schedule: Schedule, iterations: int, ratio: dict[str, float],
-                 busy: list[tuple[int, int]], free: bool = False) -> None:
-        super().__init__(problem, schedule, iterations, jitter=0.0, seed=0)
-        self.free = free
+                 busy: list[tuple[int, int]], war: str | None = None, same_group: bool = False) -> None:
+        super().__init__(problem, schedule, iterations, war, same_group)
         self.ratio = {op.name: ratio[FA_STEPS[op.name.rstrip("0123456789")]] for op in problem.ops
                       if op.name.rstrip("0123456789") in FA_STEPS and not op.is_async}
         self.prior = busy
@@ -137,15 +141,6 @@ class _ByOverlap(gpu._Gpu):
                     t = end
         return math.ceil(t + left * alone - now)
 
-    def _evaluate(self, s: gpu._Stream) -> None:
-        """Free-running, as the kernel runs: each group keeps the schedule's order, not its cycles."""
-        if not self.free:
-            return super()._evaluate(s)
-        sched, v, k = s.items[s.pos]
-        s.items[s.pos] = (0, v, k)
-        super()._evaluate(s)
-        s.items[s.pos] = (sched, v, k)
-
     def _issue(self, s: gpu._Stream, op: Op, k: int, now: int) -> None:
         if op.name not in self.ratio:
             return super()._issue(s, op, k, now)
@@ -156,13 +151,13 @@ class _ByOverlap(gpu._Gpu):
 
 
 def replay_by_overlap(problem: Problem, sched: Schedule, iterations: int, ratio: dict[str, float],
-                      passes: int = 8, free: bool = False) -> float:
+                      war: str | None = None, same_group: bool = False, passes: int = 8) -> float:
     """The interval under `_ByOverlap`, each pass on the tensor core's busy spans of the one before, until the
     interval repeats (at most ``passes``)."""
     busy: list[tuple[int, int]] = []
     last = None
     for _ in range(passes):
-        machine = _ByOverlap(problem, sched, iterations, ratio, busy, free)
+        machine = _ByOverlap(problem, sched, iterations, ratio, busy, war, same_group)
         machine.run()
         achieved = machine.result().achieved_ii
         busy = [(sp.start, sp.end) for sp in machine.spans if sp.unit == "tc"]
@@ -173,16 +168,17 @@ def replay_by_overlap(problem: Problem, sched: Schedule, iterations: int, ratio:
 
 
 def replay(arch_name: str, path: str, iterations: int = 32, retire_first: bool = False,
-           operand_war: str | None = None, by_overlap: str | None = None) -> tuple[int, float]:
+           operand_war: str | None = None, by_overlap: str | None = None, same_group: bool = False) -> tuple[int, float]:
     """(the schedule's II, the interval the simulator achieves on ``arch_name``'s costs)."""
     arch = get_arch(arch_name)
     sched = Schedule.read(path)
     problem = build_problem(load_program(sched.program, arch, dict(sched.body.params)), arch)
     if by_overlap:
-        return sched.ii, replay_by_overlap(problem, sched, iterations, alone_ratios(by_overlap))
+        return sched.ii, replay_by_overlap(problem, sched, iterations, alone_ratios(by_overlap), operand_war,
+                                           same_group)
     if retire_first or operand_war:
         machine = (_RetireFirst(problem, sched, iterations) if retire_first
-                   else _OperandWar(problem, sched, iterations, operand_war == "chain"))
+                   else _OperandWar(problem, sched, iterations, operand_war, same_group))
         machine.run()
         return sched.ii, machine.result().achieved_ii
     return sched.ii, simulate(problem, sched, iterations=iterations).achieved_ii
@@ -198,13 +194,18 @@ def main() -> None:
                     help="register work waits for its group's in-flight wgmmas (a hypothesis about ptxas)")
     rule.add_argument("--rs-operand-war", nargs="?", const="operand", choices=("operand", "chain"),
                     help="the producer of an RS wgmma's register operand waits for the previous read (a hypothesis)")
-    rule.add_argument("--rates-by-overlap", metavar="FA_CONSUMER_JSON",
-                    help="register steps at their rate alone while the tensor core is idle (a hypothesis)")
+    ap.add_argument("--same-group", action="store_true",
+                    help="with --rs-operand-war: only where the wgmma is in the writer's group")
+    ap.add_argument("--rates-by-overlap", metavar="FA_CONSUMER_JSON",
+                    help="register steps at their rate alone while the tensor core is idle (a hypothesis; combines "
+                         "with --rs-operand-war)")
     args = ap.parse_args()
     print("| schedule | II when solved | replayed cycles/iteration |\n|---|---|---|")
     for path in args.schedules:
+        if args.rates_by_overlap and args.retire_before_register_work:
+            ap.error("--rates-by-overlap combines with --rs-operand-war only")
         ii, achieved = replay(args.arch, path, args.iterations, args.retire_before_register_work, args.rs_operand_war,
-                              args.rates_by_overlap)
+                              args.rates_by_overlap, args.same_group)
         print(f"| {path} | {ii} | {achieved:.0f} |")
 
 

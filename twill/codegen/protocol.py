@@ -32,7 +32,7 @@ __all__ = ["TurnEvent", "turn_events", "check_turns", "trip_counts"]
 _NAMED = re.compile(r'"bar\.(sync|arrive) (\d+), (\d+);')
 _MB_WAIT = re.compile(r"^mbarrier\.wait\(turn\.index\((\d+)\), (.+)\)$")
 _MB_PASS = re.compile(r"^mbarrier\.arrive\(turn\.index\((\d+)\)(?:, pred=(.+))?\)$")
-_ROUND = re.compile(r"\bround (.+?)(?:, named barrier\)|\)| to group)")
+_ROUND = re.compile(r"(?:\(|\bpass )round (.+?)(?:, named barrier\)|\)| to group)")  # "(round R" or "pass round R to group"
 _IF = re.compile(r"^if (.+):$")
 _FOR = re.compile(r"^for (\w+) in range\((.+)\):$")
 _EXPR = re.compile(r"^[\w\s+\-*/%()<>=!&|^,]*$")

@@ -37,16 +37,18 @@ from twill.sim.gpu import simulate
 
 
 class _RetireFirst(gpu._Gpu):
-    """The simulator's GPU with one more wait: a synchronous op with a hold waits until every wgmma its group
-    issued before it has completed (issue + latency). Kept here, not in twill.sim, while it is a hypothesis."""
+    """The simulator's GPU with one more wait where ``retire_first``: a synchronous op with a hold waits until every
+    wgmma its group issued before it has completed (issue + latency). Kept here, not in twill.sim, while it is a
+    hypothesis; the base of the other hypotheses, so that they combine."""
 
-    def __init__(self, problem: Problem, schedule: Schedule, iterations: int) -> None:
+    def __init__(self, problem: Problem, schedule: Schedule, iterations: int, retire_first: bool = True) -> None:
         self.in_flight: dict[int, list[int]] = {}  # per group: completion cycles of its wgmmas in flight
+        self.retire_first = retire_first
         super().__init__(problem, schedule, iterations, jitter=0.0, seed=0)
 
     def _evaluate(self, s: gpu._Stream) -> None:
         _, v, _ = s.items[s.pos]
-        pending = self.in_flight.pop(s.group, [])
+        pending = self.in_flight.pop(s.group, []) if self.retire_first else []
         if pending and not self.p.op(v).is_async and self.hold[v] > 0:
             s.free_at = max(s.free_at, *pending)
         elif pending:
@@ -55,11 +57,11 @@ class _RetireFirst(gpu._Gpu):
 
     def _issue(self, s: gpu._Stream, op: Op, k: int, now: int) -> None:
         super()._issue(s, op, k, now)
-        if op.is_async and op.issuer is Issuer.WARPGROUP:
+        if self.retire_first and op.is_async and op.issuer is Issuer.WARPGROUP:
             self.in_flight.setdefault(s.group, []).append(now + self.latency[op.name, k])
 
 
-class _OperandWar(gpu._Gpu):
+class _OperandWar(_RetireFirst):
     """The simulator's GPU with one more wait: the producer of an RS wgmma's register operand (a register edge into
     an asynchronous op, not in place) issues instance k only once the reader of instance k - 1 has completed; with
     ``chain``, the same for that producer's own distance-0 register producers; with ``same_group``, only where the
@@ -67,8 +69,8 @@ class _OperandWar(gpu._Gpu):
     hypothesis."""
 
     def __init__(self, problem: Problem, schedule: Schedule, iterations: int, war: str | None = "operand",
-                 same_group: bool = False) -> None:
-        super().__init__(problem, schedule, iterations, jitter=0.0, seed=0)
+                 same_group: bool = False, retire_first: bool = False) -> None:
+        super().__init__(problem, schedule, iterations, retire_first)
         self.war: dict[str, list[Edge]] = {}
         for e in problem.edges if war else []:
             if e.carrier is Carrier.REGISTERS and problem.op(e.dst).is_async and not e.in_place:
@@ -105,15 +107,16 @@ def alone_ratios(records: str) -> dict[str, float]:
 
 
 class _ByOverlap(_OperandWar):
-    """The simulator's GPU with one hypothesis: a register step runs at its rate beside wgmmas (the arch's hold) only
+    """The simulator's GPU with one more hypothesis (and its bases' where chosen): a register step runs at its rate beside wgmmas (the arch's hold) only
     while the tensor core is busy, and at its rate alone (hold x ``ratio``) while it is idle. The tensor core's busy
     spans come from ``busy`` (the previous pass) and the reservations already made; `replay` iterates passes."""
 
     def __init__(self, problem: Problem, schedule: Schedule, iterations: int, ratio: dict[str, float],
-                 busy: list[tuple[int, int]], war: str | None = None, same_group: bool = False) -> None:
-        super().__init__(problem, schedule, iterations, war, same_group)
+                 busy: list[tuple[int, int]], war: str | None = None, same_group: bool = False,
+                 retire_first: bool = False) -> None:
+        super().__init__(problem, schedule, iterations, war, same_group, retire_first)
         self.ratio = {op.name: ratio[FA_STEPS[op.name.rstrip("0123456789")]] for op in problem.ops
-                      if op.name.rstrip("0123456789") in FA_STEPS and not op.is_async}
+                      if ratio and op.name.rstrip("0123456789") in FA_STEPS and not op.is_async}
         self.prior = busy
 
     def _busy(self, now: int) -> list[tuple[int, int]]:
@@ -151,13 +154,15 @@ class _ByOverlap(_OperandWar):
 
 
 def replay_by_overlap(problem: Problem, sched: Schedule, iterations: int, ratio: dict[str, float],
-                      war: str | None = None, same_group: bool = False, passes: int = 8) -> float:
-    """The interval under `_ByOverlap`, each pass on the tensor core's busy spans of the one before, until the
-    interval repeats (at most ``passes``)."""
+                      war: str | None = None, same_group: bool = False, retire_first: bool = False,
+                      passes: int = 8) -> float:
+    """The interval under `_ByOverlap` with the other hypotheses chosen, each pass on the tensor core's busy spans of
+    the one before, until the interval repeats (at most ``passes``; with no ``ratio`` the second pass repeats the
+    first)."""
     busy: list[tuple[int, int]] = []
     last = None
     for _ in range(passes):
-        machine = _ByOverlap(problem, sched, iterations, ratio, busy, war, same_group)
+        machine = _ByOverlap(problem, sched, iterations, ratio, busy, war, same_group, retire_first)
         machine.run()
         achieved = machine.result().achieved_ii
         busy = [(sp.start, sp.end) for sp in machine.spans if sp.unit == "tc"]
@@ -173,14 +178,9 @@ def replay(arch_name: str, path: str, iterations: int = 32, retire_first: bool =
     arch = get_arch(arch_name)
     sched = Schedule.read(path)
     problem = build_problem(load_program(sched.program, arch, dict(sched.body.params)), arch)
-    if by_overlap:
-        return sched.ii, replay_by_overlap(problem, sched, iterations, alone_ratios(by_overlap), operand_war,
-                                           same_group)
-    if retire_first or operand_war:
-        machine = (_RetireFirst(problem, sched, iterations) if retire_first
-                   else _OperandWar(problem, sched, iterations, operand_war, same_group))
-        machine.run()
-        return sched.ii, machine.result().achieved_ii
+    if by_overlap or retire_first or operand_war:
+        ratio = alone_ratios(by_overlap) if by_overlap else {}
+        return sched.ii, replay_by_overlap(problem, sched, iterations, ratio, operand_war, same_group, retire_first)
     return sched.ii, simulate(problem, sched, iterations=iterations).achieved_ii
 
 
@@ -189,21 +189,17 @@ def main() -> None:
     ap.add_argument("arch")
     ap.add_argument("schedules", nargs="+")
     ap.add_argument("--iterations", type=int, default=32)
-    rule = ap.add_mutually_exclusive_group()  # one hypothesis per replay
-    rule.add_argument("--retire-before-register-work", action="store_true",
+    ap.add_argument("--retire-before-register-work", action="store_true",
                     help="register work waits for its group's in-flight wgmmas (a hypothesis about ptxas)")
-    rule.add_argument("--rs-operand-war", nargs="?", const="operand", choices=("operand", "chain"),
+    ap.add_argument("--rs-operand-war", nargs="?", const="operand", choices=("operand", "chain"),
                     help="the producer of an RS wgmma's register operand waits for the previous read (a hypothesis)")
     ap.add_argument("--same-group", action="store_true",
                     help="with --rs-operand-war: only where the wgmma is in the writer's group")
     ap.add_argument("--rates-by-overlap", metavar="FA_CONSUMER_JSON",
-                    help="register steps at their rate alone while the tensor core is idle (a hypothesis; combines "
-                         "with --rs-operand-war)")
+                    help="register steps at their rate alone while the tensor core is idle (a hypothesis)")
     args = ap.parse_args()
     print("| schedule | II when solved | replayed cycles/iteration |\n|---|---|---|")
     for path in args.schedules:
-        if args.rates_by_overlap and args.retire_before_register_work:
-            ap.error("--rates-by-overlap combines with --rs-operand-war only")
         ii, achieved = replay(args.arch, path, args.iterations, args.retire_before_register_work, args.rs_operand_war,
                               args.rates_by_overlap, args.same_group)
         print(f"| {path} | {ii} | {achieved:.0f} |")

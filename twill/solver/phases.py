@@ -1172,10 +1172,7 @@ def descent(ctx: Context, w: Window, budget: Budget) -> Outcome:
     keeps the schedule's shape, and halving towards a floor far below asks it to shrink by a fifth or more at once,
     where it stays undecided and the descent's few units are gone (random-handoff-16524, fresh: floor 1568, schedule
     2704, its probe at 2135 undecided; at 2366 a schedule at once, and 2332 after the neighbourhoods;
-    docs/benchmarks_notes.md, session 65). Within a third over the floor the halving probe lies that close already.
-    Each repair runs on one worker, as the bisection's probes do: with two interleaved workers a short attempt is
-    billed whole tasks, and on fa_war's body (bench/codegen/fa_war.body.json, untuned) the descent from 3677 found
-    nothing on two workers and 2816 on one (session 69)."""
+    docs/benchmarks_notes.md, session 65). Within a third over the floor the halving probe lies that close already."""
     if ctx.upper is None:
         return Outcome(Verdict.UNDECIDED, w.lo)
     until = ctx.work.until(budget.units(ctx.options.work))
@@ -1184,7 +1181,7 @@ def descent(ctx: Context, w: Window, budget: Budget) -> Outcome:
         probe = max((failed + best.ii) // 2, best.ii - max(1, best.ii // DESCENT_STEP))  # always below the best
         v = build_model(ctx.problem, ctx.options, probe, probe)
         hints.hint_moved(v, best, probe)
-        s = solver(ctx.work, min(budget.attempt, until - ctx.work.spent), 1)
+        s = ctx.solver(min(budget.attempt, until - ctx.work.spent))
         status = s.solve(v.m)
         if status in FEASIBLE:
             found = Found(v, s)

@@ -328,6 +328,24 @@ def test_the_mio_variant_changes_only_the_copy_rate_to_the_measured_one():
     assert {k for k in mio if k not in ("name", "description")} == {k for k in base if k not in ("name", "description")}
 
 
+def test_the_war_variant_changes_only_the_mufu_rate_to_one_warpgroups_exp_rate():
+    """bench/codegen/h200_warpgroup_war.toml is the mio variant with one more fact changed by hand: the SM's MUFU at the
+    exp2 rate one warpgroup reaches beside wgmmas (fa_consumer.json's beside_wgmma record: 8192 results per step),
+    so that two consumers' exps do not overlap (issue 21, session 69)."""
+    # given
+    codegen = ROOT / "bench" / "codegen"
+    war = tomllib.loads((codegen / "h200_warpgroup_war.toml").read_text())
+    base = tomllib.loads((codegen / "h200_warpgroup_mio.toml").read_text())
+    records = json.loads((RESULTS_H200 / "fa_consumer.json").read_text())["records"]
+    # when
+    beside = next(r for r in records if r.get("step") == "ex2" and r.get("mode") == "beside_wgmma")
+    changed = {(section, key) for section in base if isinstance(base[section], dict)
+               for key in base[section] if war[section].get(key) != base[section][key]}
+    # then
+    assert changed == {("rates", "mufu_ops_per_clk")}
+    assert beside["ok"] and war["rates"]["mufu_ops_per_clk"]["value"] == round(8192 / beside["cycles"], 2)
+
+
 @pytest.mark.parametrize(("chip", "results", "arch"), [("h200", RESULTS_H200, H200), ("h100", RESULTS_H100_ISSUE21, H100)])
 def test_the_warpgroup_variant_is_the_calibration_with_its_rates(chip: str, results: Path, arch: Path):
     """bench/codegen/{chip}_warpgroup_rates.toml is `twill calibrate --warpgroup-rates` of the chip's results: its built-in

@@ -1,7 +1,7 @@
 """Write a program's body with the register-operand waits of an RS wgmma as edges (issue 21, session 69).
 
     python bench/codegen/war_body.py fa_fwd --arch bench/codegen/h200_warpgroup_war.toml -p subtiles=2 \\
-        --out bench/codegen/fa_war.body.json
+        --out bench/codegen/bodies/fa_war.json
 
 An RS wgmma reads its register operand until it completes, and a loop body that is not unrolled keeps one register
 set per loop-carried value: the producer of the operand's next instance may not overwrite it before then. For every

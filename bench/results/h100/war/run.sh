@@ -1,4 +1,4 @@
-# Session 69: the optimum of bench/codegen/h200_warpgroup_war.toml on bench/codegen/fa_war.body.json
+# Session 69: the optimum of bench/codegen/h200_warpgroup_war.toml on bench/codegen/bodies/fa_war.json
 # (bench/codegen/fa_war.json, II 2661 >= 2654), lowered with --fit-registers, timed beside fa_opt and fa_mio in one
 # call; then Nsight Compute of the new kernel (fa_opt's and fa_mio's profiles on the same H100: ../mio/).
 set -u

@@ -17,7 +17,12 @@ if ptxas put the ``wgmma.wait_group`` in front of it (what session 24 read in fa
 a loop body that is not unrolled has one register set per loop-carried value, so the producer of the operand's next
 instance (FA's cast of P) does not issue before that read is done; ``--rs-operand-war chain`` extends the wait to
 that producer's own same-iteration register producers (the exp feeding the cast), as if the chain wrote the
-operand's registers as it went.
+operand's registers as it went. ``--same-group`` keeps that wait to a reader in the writer's group (one across groups
+reads a shared-memory copy).
+
+``--rates-by-overlap FA_CONSUMER_JSON`` (session 69) charges FA's register steps at the arch's rate (beside wgmmas)
+only while the tensor core is busy and at their rate alone (that record's alone / beside-wgmma ratio) while it is idle,
+replayed in passes until the interval repeats. The hypotheses combine.
 """
 
 from __future__ import annotations
@@ -102,14 +107,16 @@ FA_STEPS = {"rowmax": "row_max", "exp": "ex2", "rowsum": "row_sum", "cast": "cas
 
 def alone_ratios(records: str) -> dict[str, float]:
     """Each FA step's cycles alone over its cycles beside another warpgroup's wgmmas, from a fa_consumer record."""
-    cycles = {(r["step"], r["mode"]): r["cycles"] for r in json.loads(Path(records).read_text())["records"] if r.get("kind") == "step"}
+    records = json.loads(Path(records).read_text())["records"]
+    cycles = {(r["step"], r["mode"]): r["cycles"] for r in records if r.get("kind") == "step"}
     return {step: cycles[step, "alone"] / cycles[step, "beside_wgmma"] for step in FA_STEPS.values()}
 
 
 class _ByOverlap(_OperandWar):
-    """The simulator's GPU with one more hypothesis (and its bases' where chosen): a register step runs at its rate beside wgmmas (the arch's hold) only
-    while the tensor core is busy, and at its rate alone (hold x ``ratio``) while it is idle. The tensor core's busy
-    spans come from ``busy`` (the previous pass) and the reservations already made; `replay` iterates passes."""
+    """The simulator's GPU with one more hypothesis (and its bases' where chosen): a register step runs at its rate
+    beside wgmmas (the arch's hold) only while the tensor core is busy, and at its rate alone (hold x ``ratio``) while
+    it is idle. The tensor core's busy spans come from ``busy`` (the previous pass) and the reservations already made;
+    `replay_by_overlap` iterates passes."""
 
     def __init__(self, problem: Problem, schedule: Schedule, iterations: int, ratio: dict[str, float],
                  busy: list[tuple[int, int]], war: str | None = None, same_group: bool = False,

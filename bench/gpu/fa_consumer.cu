@@ -106,11 +106,11 @@ __device__ __forceinline__ void issue_pv(float (&o)[64], const uint32_t (&a)[32]
   }
 }
 
-// S = Q_w.K^T: 8 SS wgmma m64n128k16, a fresh accumulator (scale-d 0 on the first K step).
-__device__ __forceinline__ void issue_qk(float (&s)[64], uint32_t q, uint32_t k) {
+// S = Q_w.K^T: 8 SS wgmma m64n128k16, a fresh accumulator (scale-d 0 on the first K step), or added to it (``acc``).
+__device__ __forceinline__ void issue_qk(float (&s)[64], uint32_t q, uint32_t k, bool acc = false) {
 #pragma unroll
   for (int kk = 0; kk < 8; ++kk)
-    wgmma_ss<128, 0>(s, make_desc(q + kk * kChunkBytes), make_desc(k + kk * kChunkBytes), kk != 0);
+    wgmma_ss<128, 0>(s, make_desc(q + kk * kChunkBytes), make_desc(k + kk * kChunkBytes), acc || kk != 0);
 }
 
 // P (fp32, accumulator layout) -> the RS A fragments of P.V (fp16 pairs; register j of K step kk holds
@@ -194,18 +194,24 @@ static const int kKindElems[kKinds] = {8192, 8192, 8192, 8192, 8192};
 // kBesideStsm*: another warpgroup streams stmatrix.x4 stores of a 16 KiB tile into shared memory for as long as the
 // step runs (a register hand-off's store, FA's P handed to another group, docs/benchmarks_notes.md session 68):
 // whether the store and MUFU share the sub-partition's MIO queue; kBesideStsmWgmma adds a third warpgroup that streams
-// the other consumer's wgmmas as in kBeside, the hand-off kernel's three groups at once.
+// the other consumer's wgmmas as in kBeside, the hand-off kernel's three groups at once. kPairBeside (session 69):
+// two warpgroups on the step at once while a third streams SS Q.K^T wgmmas, two FA consumers' exps overlapping
+// beside the tensor core (what Nsight per line shows FA3's order paying).
 enum Mode : int { kAlone = 0, kBeside = 1, kPair = 2, kBesideSS = 3, kOwnSS = 4, kOwnRS = 5, kOwnBeside = 6,
-                  kBesideStsm = 7, kBesideStsmWgmma = 8, kModes };
+                  kBesideStsm = 7, kBesideStsmWgmma = 8, kPairBeside = 9, kModes };
 static const char* kModeName[kModes] = {"alone", "beside_wgmma", "pair", "beside_wgmma_ss", "own_wgmma_ss",
                                         "own_wgmma_rs", "own_wgmma_ss_beside_wgmma", "beside_stsm",
-                                        "beside_stsm_and_wgmma"};
+                                        "beside_stsm_and_wgmma", "pair_beside_wgmma"};
 __host__ __device__ constexpr bool has_partner(int mode) {
-  return mode == kBeside || mode == kBesideSS || mode == kOwnBeside || mode == kBesideStsmWgmma;
+  return mode == kBeside || mode == kBesideSS || mode == kOwnBeside || mode == kBesideStsmWgmma || mode == kPairBeside;
 }
+// how many warpgroups run the step (warpgroups 0 and 1 in the pair modes)
+__host__ __device__ constexpr int steps_of(int mode) { return mode == kPair || mode == kPairBeside ? 2 : 1; }
 __host__ __device__ constexpr bool has_own(int mode) { return mode == kOwnSS || mode == kOwnRS || mode == kOwnBeside; }
 __host__ __device__ constexpr bool has_stsm(int mode) { return mode == kBesideStsm || mode == kBesideStsmWgmma; }
-__host__ __device__ constexpr int threads_of(int mode) { return mode == kBesideStsmWgmma ? 384 : 256; }
+__host__ __device__ constexpr int threads_of(int mode) {
+  return mode == kBesideStsmWgmma || mode == kPairBeside ? 384 : 256;
+}
 constexpr int kStsmOffset = 3 * kTileBytes, kStsmBytes = 16 * 1024;  // after Q, K, V^T: 112 KiB of the 120
 static_assert(kStsmOffset + kStsmBytes <= kOneCtaPerSmSmem, "the stmatrix tile must fit the CTA's shared memory");
 
@@ -328,7 +334,7 @@ __global__ void __launch_bounds__(threads_of(MODE), 1)
   if (tid == 0) t0 = clock_cycles();
   __syncthreads();
   const uint64_t g0 = global_ns();
-  if (wg == 0 || MODE == kPair) {
+  if (wg < steps_of(MODE)) {
     float x[64], m[2] = {0.f, 0.f};
 #pragma unroll
     for (int i = 0; i < 64; ++i) x[i] = init_value(KIND, wtid, i);
@@ -369,7 +375,7 @@ __global__ void __launch_bounds__(threads_of(MODE), 1)
     const uint64_t c1 = clock_cycles();
     if (wtid == 0) {
       times[blockIdx.x].cycles[wg] = c1 - c0;
-      if (wg == 0) done = 1;
+      atomicAdd((int*)&done, 1);  // the partner and the stream stop once every step warpgroup is done
       if (has_own(MODE)) {
         times[blockIdx.x].own_issue_cycles = issue;
         times[blockIdx.x].own_groups = pp.rounds;
@@ -390,7 +396,7 @@ __global__ void __launch_bounds__(threads_of(MODE), 1)
     stsm_stream(smem, done, out, times);
   } else if (has_partner(MODE)) {
     // three warpgroups leave 168 registers a thread: there the partner streams SS Q.K^T into one accumulator
-    constexpr bool one_acc = MODE == kBesideStsmWgmma;
+    constexpr bool one_acc = MODE == kBesideStsmWgmma || MODE == kPairBeside;
     float s[64], o[64];
     uint32_t a[32];
 #pragma unroll
@@ -401,19 +407,22 @@ __global__ void __launch_bounds__(threads_of(MODE), 1)
     bool stop = false;
     do {
       wg_fence();
-      if constexpr (one_acc)
+      if constexpr (one_acc) {  // 2 S into one accumulator: 16 live wgmmas (a chain overwritten unread, ptxas drops)
         issue_qk(s, q, k);
-      else if (MODE == kBeside || MODE == kOwnBeside)
-        issue_pv(o, a, vt, 0);
-      else
-        issue_qk(o, q, k);  // O = S: the same check, SS only
-      issue_qk(s, q, k);
+        issue_qk(s, q, k, true);
+      } else {
+        if (MODE == kBeside || MODE == kOwnBeside)
+          issue_pv(o, a, vt, 0);
+        else
+          issue_qk(o, q, k);  // O = S: the same check, SS only
+        issue_qk(s, q, k);
+      }
       wg_commit();
       wg_wait<1>();
       ++groups;
       // wgmma is .aligned: all four warps must leave the loop after the same group, so one thread reads
       // the flag and the warpgroup agrees on it through shared memory between two named barriers
-      if (wtid == 0) stop_all = done;
+      if (wtid == 0) stop_all = done >= steps_of(MODE);
       bar_sync(3, 128);
       stop = stop_all;
       bar_sync(3, 128);
@@ -432,8 +441,8 @@ __global__ void __launch_bounds__(threads_of(MODE), 1)
     if (blockIdx.x == 0) {
 #pragma unroll
       for (int i = 0; i < 64; ++i) {
-        out[(128 + wtid) * 66 + i] = s[i];
-        out[2 * 128 * 66 + wtid * 64 + i] = one_acc ? s[i] : o[i];
+        if (steps_of(MODE) == 1) out[(128 + wtid) * 66 + i] = one_acc ? 0.5f * s[i] : s[i];  // else warpgroup 1's step writes there
+        out[2 * 128 * 66 + wtid * 64 + i] = one_acc ? 0.5f * s[i] : o[i];  // one_acc: s = 2 S, exactly halved
       }
     }
   }
@@ -725,9 +734,9 @@ static double acc_err(const std::vector<double>& ref, const float* vals, int str
 
 // The partner's accumulators: S = Q[64..127].K^T and O = P0.V, or O = S too when it issues SS only
 // (each commit group recomputes both).
-static double check_partner(const HostTiles& h, const std::vector<float>& out, bool ss_only) {
-  return std::max(acc_err(acc_ref(h, true), out.data() + 128 * 66, 66),
-                  acc_err(acc_ref(h, ss_only), out.data() + 2 * 128 * 66, 64));
+static double check_partner(const HostTiles& h, const std::vector<float>& out, bool ss_only, bool second_only) {
+  const double second = acc_err(acc_ref(h, ss_only), out.data() + 2 * 128 * 66, 64);
+  return second_only ? second : std::max(acc_err(acc_ref(h, true), out.data() + 128 * 66, 66), second);
 }
 
 // Worst per-row relative L2 error of O / l against fp64 attention of one KV block.
@@ -784,9 +793,10 @@ static void run_kind(Report& report, const HostTiles& h, const DevTiles& d, int 
     std::vector<PipeOut> t(sms);
     CK(cudaMemcpy(out.data(), dout, sizeof(float) * outn, cudaMemcpyDeviceToHost));
     CK(cudaMemcpy(t.data(), dt, sizeof(PipeOut) * sms, cudaMemcpyDeviceToHost));
-    for (int wg = 0; wg < (MODE == kPair ? 2 : 1); ++wg) worst = std::max(worst, check_kind(KIND, pp, out, wg));
+    for (int wg = 0; wg < steps_of(MODE); ++wg) worst = std::max(worst, check_kind(KIND, pp, out, wg));
     if (has_partner(MODE))
-      partner = std::max(partner, check_partner(h, out, MODE == kBesideSS || MODE == kBesideStsmWgmma));
+      partner = std::max(partner, check_partner(h, out, MODE == kBesideSS || MODE == kBesideStsmWgmma ||
+                                                        MODE == kPairBeside, steps_of(MODE) == 2));
     if (has_own(MODE)) own = std::max(own, acc_err(acc_ref(h, MODE != kOwnRS), out.data() + kOwnSlot, 64));
     if (has_stsm(MODE))
       for (int t = 0; t < 128; ++t) {  // a NaN (the poisoned slot: the stream never reported) is a failure
@@ -796,7 +806,7 @@ static void run_kind(Report& report, const HostTiles& h, const DevTiles& d, int 
     if (l == 0) continue;  // warm-up
     ids.clear();
     for (const auto& x : t) {
-      for (int wg = 0; wg < (MODE == kPair ? 2 : 1); ++wg) cyc.push_back(double(x.cycles[wg]) / rounds);
+      for (int wg = 0; wg < steps_of(MODE); ++wg) cyc.push_back(double(x.cycles[wg]) / rounds);
       if (x.ns) mhz.push_back(1e3 * double(x.cycles[0]) / double(x.ns));
       if (has_partner(MODE) && x.partner_cycles)
         mma.push_back(double(x.partner_groups) * 16 * 2.0 * 64 * 128 * 16 / double(x.partner_cycles));
@@ -815,7 +825,7 @@ static void run_kind(Report& report, const HostTiles& h, const DevTiles& d, int 
   const Stats sc = stats_of(cyc);
   Record r;
   r.str("kind", "step").str("step", kKindName[KIND]).str("shape", kKindShape[KIND]).str("mode", kModeName[MODE])
-      .integer("warps_per_subpartition", MODE == kPair ? 2 : 1).integer("rounds", rounds).integer("launches", launches)
+      .integer("warps_per_subpartition", steps_of(MODE)).integer("rounds", rounds).integer("launches", launches)
       .integer("elements_per_round", kKindElems[KIND]).boolean("ok", ok).num("max_rel_err", worst)
       .boolean("one_cta_per_sm", std::adjacent_find(ids.begin(), ids.end()) == ids.end())
       .stats("cycles_per_round", sc).stats("sm_clock_mhz", stats_of(mhz));
@@ -840,6 +850,7 @@ static void run_kind_all(Report& report, const HostTiles& h, const DevTiles& d, 
   run_kind<KIND, kBesideSS>(report, h, d, rounds, launches);
   run_kind<KIND, kBesideStsm>(report, h, d, rounds, launches);
   run_kind<KIND, kBesideStsmWgmma>(report, h, d, rounds, launches);
+  run_kind<KIND, kPairBeside>(report, h, d, rounds, launches);
   // Beside the warpgroup's own wgmmas only the steps longer than a few dozen instructions: the rescale and
   // cast rounds (71 and 69 cycles alone) lie far inside one own group (512 busy cycles), and ptxas then
   // replaces a wgmma of the loop by a dummy (run_suite.py rejects the build).

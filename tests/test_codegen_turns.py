@@ -290,3 +290,16 @@ def test_a_guarded_wgmma_takes_its_round_empty_only_where_the_round_is_on_the_pa
     b._empty_if_past_end(win, T.Iter("", 2, 0), 1)
     assert b.lines[0].strip().startswith("if 2 >= n_iter and 2 <= n_iter:")
     assert [ln.strip().split("(")[0] for ln in b.lines[1:]] == ["gl.inline_asm_elementwise"] * 2
+
+
+def test_a_turn_comment_names_its_round_wherever_the_reason_says_round():
+    """The round is read from "(round R" or "pass round R to group", not from the first "round" of the reason
+    (fa_war.json failed to lower on "before the window's next round opens (round n_iter - 2)"; session 69)."""
+    reads = {
+        "pass the turn to group 2, before the window's next round opens (round n_iter - 2)": "n_iter - 2",
+        "wait for group 1's turn: windows [(1, ['pv0', 'qk0'])] (round t, named barrier)": "t",
+        "pass round -1 to group 2: the first window of the first round opens on it": "-1",
+        "HAND PATCH (issue 21): pass round 0 to group 2; twill codegen omits the pass": "0",
+    }
+    for comment, expr in reads.items():
+        assert P._ROUND.search(comment).group(1) == expr

@@ -28,6 +28,7 @@ replayed in passes until the interval repeats. The hypotheses combine.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import math
 from pathlib import Path
@@ -105,6 +106,7 @@ class _OperandWar(_RetireFirst):
 FA_STEPS = {"rowmax": "row_max", "exp": "ex2", "rowsum": "row_sum", "cast": "cast", "rescale": "rescale"}
 
 
+@functools.cache
 def alone_ratios(records: str) -> dict[str, float]:
     """Each FA step's cycles alone over its cycles beside another warpgroup's wgmmas, from a fa_consumer record."""
     records = json.loads(Path(records).read_text())["records"]
@@ -164,8 +166,7 @@ def replay_by_overlap(problem: Problem, sched: Schedule, iterations: int, ratio:
                       war: str | None = None, same_group: bool = False, retire_first: bool = False,
                       passes: int = 8) -> float:
     """The interval under `_ByOverlap` with the other hypotheses chosen, each pass on the tensor core's busy spans of
-    the one before, until the interval repeats (at most ``passes``; with no ``ratio`` the second pass repeats the
-    first)."""
+    the one before, until the interval repeats (at most ``passes``; one pass with no ``ratio``)."""
     busy: list[tuple[int, int]] = []
     last = None
     for _ in range(passes):
@@ -173,7 +174,7 @@ def replay_by_overlap(problem: Problem, sched: Schedule, iterations: int, ratio:
         machine.run()
         achieved = machine.result().achieved_ii
         busy = [(sp.start, sp.end) for sp in machine.spans if sp.unit == "tc"]
-        if achieved == last:
+        if achieved == last or not ratio:  # without rates by overlap a second pass would repeat the first
             break
         last = achieved
     return achieved

@@ -23,9 +23,8 @@ def test_fa_gets_one_wait_per_writer_of_p_per_sub_tile():
     """P·V(i-1) reads P in registers: the cast of P(i) and the exp feeding it wait for its completion."""
     # given
     body = load_program("fa_fwd", get_arch("h200"), {"subtiles": 2})
-    doc = body_document(body)
     # when
-    edges = war_body.war_edges(doc, {op.name: op.latency for op in body.ops}, {op.name: op.is_async for op in body.ops})
+    edges = war_body.war_edges(body)
     # then
     got = {(e["src"], e["dst"], e["distance"], e["carrier"]) for e in edges}
     assert got == {(f"pv{i}", f"{w}{i}", 1, "order") for i in "01" for w in ("cast", "exp")}
@@ -34,10 +33,7 @@ def test_fa_gets_one_wait_per_writer_of_p_per_sub_tile():
 
 def test_an_ss_wgmma_gets_no_wait():
     """GEMM's wgmmas read both operands from SMEM: no register operand, no edge."""
-    body = load_program("gemm", get_arch("h200"), {})
-    doc = body_document(body)
-    assert war_body.war_edges(doc, {op.name: op.latency for op in body.ops},
-                              {op.name: op.is_async for op in body.ops}) == []
+    assert war_body.war_edges(load_program("gemm", get_arch("h200"), {})) == []
 
 
 def test_the_stored_body_and_schedule_are_current(monkeypatch):
@@ -45,8 +41,7 @@ def test_the_stored_body_and_schedule_are_current(monkeypatch):
     stored = json.loads((CODEGEN / "bodies" / "fa_war.json").read_text())
     body = load_program("fa_fwd", get_arch(str(CODEGEN / "h200_warpgroup_war.toml")), {"subtiles": 2})
     doc = body_document(body)
-    doc["edges"] += war_body.war_edges(doc, {op.name: op.latency for op in body.ops},
-                                       {op.name: op.is_async for op in body.ops})
+    doc["edges"] += war_body.war_edges(body)
     assert stored == json.loads(json.dumps(doc))
     monkeypatch.chdir(ROOT)  # the schedule names its arch file from the repository root
     sched = Schedule.read(CODEGEN / "fa_war.json")

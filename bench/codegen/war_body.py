@@ -21,17 +21,18 @@ from pathlib import Path
 
 from twill.arch.registry import get_arch
 from twill.body_json import body_document
-from twill.frontend.programs import load_program
+from twill.frontend.programs import load_program, parse_params, program_info
+from twill.ir import Carrier, LoopBody
 
 
-def war_edges(doc: dict, latency: dict[str, int], is_async: dict[str, bool]) -> list[dict]:
-    """The ordering edges of the rule above, from a body document's edges."""
-    reads = [e for e in doc["edges"] if e["carrier"] == "registers" and is_async[e["dst"]] and not e["in_place"]]
+def war_edges(body: LoopBody) -> list[dict]:
+    """The ordering edges of the rule above, as body-document edges."""
+    reads = [e for e in body.edges if e.carrier is Carrier.REGISTERS and body.op(e.dst).is_async and not e.in_place]
     out = []
     for e in reads:
-        writers = [e["src"]] + [p["src"] for p in doc["edges"] if p["dst"] == e["src"] and p["distance"] == 0
-                                and p["carrier"] == "registers" and not is_async[p["src"]]]
-        out += [{"src": e["dst"], "dst": w, "latency": latency[e["dst"]], "distance": 1, "blocking": True,
+        writers = [e.src] + [p.src for p in body.in_edges(e.src) if p.distance == 0
+                             and p.carrier is Carrier.REGISTERS and not body.op(p.src).is_async]
+        out += [{"src": e.dst, "dst": w, "latency": body.op(e.dst).latency, "distance": 1, "blocking": True,
                  "carrier": "order", "in_place": False} for w in writers]
     return out
 
@@ -43,12 +44,10 @@ def main() -> None:
     ap.add_argument("-p", "--param", action="append", default=[], help="NAME=VALUE")
     ap.add_argument("--out", required=True)
     args = ap.parse_args()
-    params = {k: int(v) if v.isdigit() else v for k, v in (p.split("=", 1) for p in args.param)}
+    params = parse_params(args.param, program_info(args.program).parameters)
     body = load_program(args.program, get_arch(args.arch), params)
     doc = body_document(body)
-    latency = {op.name: op.latency for op in body.ops}
-    is_async = {op.name: op.is_async for op in body.ops}
-    doc["edges"] += war_edges(doc, latency, is_async)
+    doc["edges"] += war_edges(body)
     Path(args.out).write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
 
 

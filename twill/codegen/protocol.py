@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 from twill.codegen.plan import NAMED_BARRIERS, CodegenError, Plan
 
-__all__ = ["TurnEvent", "turn_events", "check_turns", "trip_counts"]
+__all__ = ["TurnEvent", "executed", "turn_events", "check_turns", "trip_counts"]
 
 _NAMED = re.compile(r'"bar\.(sync|arrive) (\d+), (\d+);')
 _MB_WAIT = re.compile(r"^mbarrier\.wait\(turn\.index\((\d+)\), (.+)\)$")
@@ -103,39 +103,47 @@ def _event(group: int, code: str, comment: str, env: dict[str, int], plan: Plan)
     return TurnEvent(group, kind, position, _eval(r.group(1), env, comment), code, **extra)
 
 
-def _run(lines: list[tuple[int, str, str]], group: int, plan: Plan, i: int, level: int, env: dict[str, int],
-         live: bool, events: list[TurnEvent]) -> int:
-    """Execute the block of ``lines`` that starts at ``i`` (indent ``level``); returns the index after it."""
+def _run(lines: list[tuple[int, str, str]], group: int, i: int, level: int, env: dict[str, int], live: bool,
+         out: list[tuple[str, str, dict[str, int]]]) -> int:
+    """Execute the block of ``lines`` that starts at ``i`` (indent ``level``), appending each statement that runs
+    as (code, comment, environment); returns the index after the block."""
     while i < len(lines) and lines[i][0] >= level:
         lvl, code, comment = lines[i]
         if lvl > level:
             raise CodegenError(f"codegen: turn protocol: unexpected indent in group {group}: {code}")
         m_if, m_for = _IF.match(code), _FOR.match(code)
         if m_if:
-            i = _run(lines, group, plan, i + 1, level + 1, env, live and bool(_eval(m_if.group(1), env, code)), events)
+            i = _run(lines, group, i + 1, level + 1, env, live and bool(_eval(m_if.group(1), env, code)), out)
         elif m_for:
             end = i + 1
             while end < len(lines) and lines[end][0] > level:
                 end += 1
             bounds = _eval(f"({m_for.group(2)},)", env, code) if live else (0,)
             for v in range(*bounds):
-                _run(lines, group, plan, i + 1, level + 1, {**env, m_for.group(1): v}, live, events)
+                _run(lines, group, i + 1, level + 1, {**env, m_for.group(1): v}, live, out)
             i = end
         else:
-            ev = _event(group, code, comment, env, plan) if live else None
-            if ev is not None:
-                events.append(ev)
+            if live:
+                out.append((code, comment, env))
             i += 1
     return i
+
+
+def executed(source: str, group: int, trip_count: str, n_iter: int) -> list[tuple[str, str, dict[str, int]]]:
+    """The statements ``partition_g{group}`` of ``source`` executes for trip count ``n_iter``, in order, each as
+    (code, comment, the loop variables' values): the control flow the emitter writes (peeled ``if`` guards, the
+    steady ``for`` loop) run on the text, so a reader of the kernel (this check, a replay) sees what the GPU runs."""
+    out: list[tuple[str, str, dict[str, int]]] = []
+    _run(_function_lines(source, group), group, 0, 1, {trip_count: n_iter}, True, out)
+    return out
 
 
 def turn_events(source: str, plan: Plan, n_iter: int) -> dict[int, list[TurnEvent]]:
     """The turn statements each partition of ``source`` executes, in order, for trip count ``n_iter``."""
     out: dict[int, list[TurnEvent]] = {}
     for part in plan.partitions:
-        events: list[TurnEvent] = []
-        _run(_function_lines(source, part.group), part.group, plan, 0, 1, {plan.frame.trip_count: n_iter}, True,
-             events)
+        events = [ev for code, comment, env in executed(source, part.group, plan.frame.trip_count, n_iter)
+                  if (ev := _event(part.group, code, comment, env, plan)) is not None]
         if events:
             out[part.group] = events
     return out

@@ -31,6 +31,9 @@ What an op statement costs:
   group whose partner has filled the queue waits at its issue; the op completes with its last instruction
   plus the tail the arch's latency keeps beyond the unit's work.
 * ``--step NAME=CYCLES``: an op (its name without the sub-tile digit) at a fixed number of cycles.
+* ``--sync``: an ``mbarrier.wait`` costs the arch's ``[sync] wait_issue`` (a try_wait that finds its phase done, and
+  its branch: 64.5 cycles on the H200) once its phase is done, a ``bar.sync`` the arch's ``named_barrier`` (42) once
+  the barrier completes; arrivals cost nothing (no fact of their own).
 * ``--statement-cost C``: every statement that is not an op (barrier traffic, moves, fences) C cycles.
 """
 
@@ -104,6 +107,7 @@ class Model:
     issue_each: float = 24.0
     steps: dict[str, int] = field(default_factory=dict)
     statement_cost: int = 0
+    sync: bool = False
 
 
 @dataclass
@@ -154,8 +158,10 @@ class KernelReplay:
 class _Machine:
     """The kernel's warp groups on one SM, advanced in time order (a heap of (cycle, sequence, what))."""
 
-    def __init__(self, source: str, plan: Plan, costs: Problem, n_iter: int, model: Model, flops: float) -> None:
+    def __init__(self, source: str, plan: Plan, costs: Problem, n_iter: int, model: Model, flops: float,
+                 sync: tuple[float, float] = (0.0, 0.0)) -> None:
         self.costs, self.model, self.n_iter = costs, model, n_iter
+        self.wait_cost, self.bar_cost = sync  # an mbarrier wait that finds its phase done; a bar.sync that completes
         groups = {o.id: o.group for o in plan.schedule.ops}
         self.hold = {op.name: float(costs.hold_in(op.name, groups)) for op in costs.ops}
         self.extra = {op.name: self.hold[op.name] - costs.hold(op.name) for op in costs.ops}
@@ -207,10 +213,10 @@ class _Machine:
     def _park(self, g: _Group, now: float, kind: str) -> None:
         self.parked_at[g.gid] = (now, kind)
 
-    def _wake(self, gid: int, now: float) -> None:
+    def _wake(self, gid: int, now: float, cost: float = 0.0) -> None:
         since, kind = self.parked_at.pop(gid)
         self.waits[gid][kind] += now - since
-        self._at(now, gid)
+        self._at(now + cost, gid)
 
     # -- mbarriers -----------------------------------------------------------------------------------------------
     def _bar(self, name: str, slot: int) -> _Barrier:
@@ -259,6 +265,10 @@ class _Machine:
                 b.waiters.append(g.gid)
                 self._park(g, now, "turn" if m.group(1) == "turn" else "mbarrier")
                 return True
+            if self.wait_cost:  # the try_wait that finds the phase done, and its branch
+                g.pc += 1
+                self._at(now + self.wait_cost, g.gid)
+                return True
         elif (m := _NAMED.search(code)) is not None:
             return self._named(g, now, m.group(1), int(m.group(2)), int(m.group(3)))
         elif (m := _MMA_WAIT.search(code)) is not None:
@@ -303,7 +313,7 @@ class _Machine:
         if arrived >= threads:
             self.named[bar] = (0, [])
             for gid in waiting:
-                self._wake(gid, now)
+                self._wake(gid, now, self.bar_cost)
         else:
             self.named[bar] = (arrived, waiting)
         return kind == "sync"
@@ -431,7 +441,9 @@ def replay_kernel(schedule: str | Path, costs: str | None = None, model: Model |
     source = emit_source(plan := make_plan(sched, problem_for(sched), turns=turns))
     arch = get_arch(costs or sched.arch_path or sched.arch)
     problem = build_problem(load_program(sched.program, arch, dict(sched.body.params)), arch)
-    machine = _Machine(source, plan, problem, n_iter, model or Model(), arch.rate("tensor_flops_per_clk_fp16"))
+    model = model or Model()
+    sync = (arch.sync_cost("wait_issue"), arch.sync_cost("named_barrier")) if model.sync else (0.0, 0.0)
+    machine = _Machine(source, plan, problem, n_iter, model, arch.rate("tensor_flops_per_clk_fp16"), sync)
     machine.run()
     return machine.result()
 
@@ -456,13 +468,15 @@ def main() -> None:
                     help="with --tc-queue: cycles per instruction's issue (latencies.mma_issue, fa_consumer.json)")
     ap.add_argument("--step", action="append", default=[], metavar="NAME=CYCLES",
                     help="an op (its name without the sub-tile digit, e.g. exp) at this many cycles; repeatable")
+    ap.add_argument("--sync", action="store_true",
+                    help="mbarrier waits and bar.sync at the arch's measured costs ([sync] wait_issue, named_barrier)")
     ap.add_argument("--statement-cost", type=int, default=0, help="cycles per statement that is not an op")
     ap.add_argument("--iterations", type=int, default=32)
     ap.add_argument("--no-turns", action="store_true", help="the kernel lowered without the turn token")
     ap.add_argument("--lines", action="store_true", help="also each statement's cycles per iteration, per group")
     args = ap.parse_args()
     model = Model(step_rates(args.rates) if args.rates else None, args.tc_queue, args.issue_each,
-                  {k: int(v) for k, v in (x.split("=", 1) for x in args.step)}, args.statement_cost)
+                  {k: int(v) for k, v in (x.split("=", 1) for x in args.step)}, args.statement_cost, args.sync)
     print("| schedule | II | kernel replay cycles/iteration | waits per iteration, per group (turn / retire / "
           "mbarrier / unit) |\n|---|---|---|---|")
     for path in args.schedules:

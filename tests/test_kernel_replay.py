@@ -87,3 +87,13 @@ def test_step_rates_reads_every_fa_step_in_every_situation():
     assert rates["exp"]["pair_beside_wgmma"] == pytest.approx(1694.3, abs=0.1)
     old = kr.step_rates(ROOT / "bench" / "results" / "h200" / "fa_consumer.json")  # no pair beside wgmma there
     assert old["exp"]["pair_beside_wgmma"] == pytest.approx(1140.2 * 918.3 / 586.3, rel=1e-3)
+
+
+def test_sync_charges_each_mbarrier_wait_and_bar_sync_the_archs_measured_cost():
+    """fa_opt on its own arch: two ring waits (64.5 each) and one bar.sync (42) per consumer step, nothing else."""
+    plain = kr.replay_kernel(CODEGEN / "fa_opt.json")
+    synced = kr.replay_kernel(CODEGEN / "fa_opt.json", model=kr.Model(sync=True))
+    assert _line(synced, 1, "mbarrier.wait(ch0_full") == pytest.approx(64.5, abs=0.5)
+    assert _line(synced, 1, 'gl.inline_asm_elementwise("bar.sync') == pytest.approx(42, abs=0.5)
+    assert 2048 < synced.cycles_per_iteration <= 2048 + 2 * 64.5 + 42 + 1
+    assert plain.cycles_per_iteration == pytest.approx(2048, abs=1)

@@ -27,7 +27,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 BUILD = HERE / "build"
-BENCHES = ("wgmma", "tma", "pipes", "sync", "smem", "tma_loaded", "fa_consumer")
+BENCHES = ("wgmma", "tma", "pipes", "sync", "smem", "tma_loaded", "fa_consumer", "wgmma_queue")
 ARCH_FLAGS = ["-gencode=arch=compute_90a,code=sm_90a"]
 NVCC_FLAGS = ["-O3", "-std=c++17", "-lineinfo", "-Xptxas", "-v", *ARCH_FLAGS]
 
@@ -83,6 +83,11 @@ METHOD = {
                    "(32-bit clock) split each step. Checks: every step's final values replayed on the host (bit-exact, "
                    "ex2 within 1e-4), the partner's accumulators against the host's Q.K^T and P.V, the loop's O / l "
                    "against fp64 attention within 4e-3 relative L2 per row.",
+    "wgmma_queue": "one warpgroup issues one commit group of C wgmma m64n128k16 fp16 (C = 1..16, SS or RS) with the "
+                   "tensor core idle (its previous group retired 1000 cycles before), clock64 from wgmma.fence to the "
+                   "commit (issue) and to wait_group 0 returning (done), 256 rounds per CTA, one CTA per SM, median "
+                   "over CTAs of 3 launches; alone or beside a second warpgroup streaming groups of 8 SS wgmmas. "
+                   "Checks: C*A*B and the partner's 8*A*B against a host matmul (exact inputs).",
 }
 
 # What each benchmark's SASS must contain (kernel-name fragment -> opcode regex) and must not.
@@ -90,6 +95,7 @@ SASS_REQUIRED = {
     "wgmma": [("wgmma_kernel", r"\b[HQ]GMMA\.64x(64|128|256)x(16|32)")],
     "tma": [("tma_throughput_kernel", r"\bUTMALDG\b"), ("tma_latency_kernel", r"\bUTMALDG\b")],
     "tma_loaded": [("tma_loaded_kernel", r"\bUTMALDG\b")],
+    "wgmma_queue": [("queue_kernel", r"\bHGMMA\.64x128x16")],
     "pipes": [("pipe_kernelILi1E", r"\bMUFU\.EX2\b"), ("pipe_kernelILi2E", r"\bFFMA\b"),
               ("pipe_kernelILi3E", r"\bFMNMX\b"), ("pipe_kernelILi4E", r"\bF2FP\.F16\.F32\.PACK_AB\b"),
               ("pipe_kernelILi5E", r"\bF2FP\.BF16\.F32\.PACK_AB\b")],
@@ -123,7 +129,7 @@ def _sources_hash(bench: str, nvcc: str) -> str:
 def build(bench: str, nvcc: str) -> tuple[Path, str]:
     """Compile one benchmark unless an identical build is already in build/; return (binary, ptxas log)."""
     BUILD.mkdir(exist_ok=True)
-    if bench in ("wgmma", "smem", "fa_consumer"):
+    if bench in ("wgmma", "smem", "fa_consumer", "wgmma_queue"):
         sys.path.insert(0, str(HERE))
         import gen_wgmma  # the generator lives beside this script
 

@@ -26,10 +26,13 @@ What an op statement costs:
   is as slow beside its own group's wgmma, ``own_wgmma_*``), with another warpgroup on the same step (``pair``),
   or both (``pair_beside_wgmma``). A group of 8 warps is two warpgroups on its step (a pair). A hand-off's copy
   in the op's hold is added after the step.
-* ``--tc-queue N``: a wgmma as its k-step instructions (m64nNk16), issued ``--issue-each`` cycles apart, each
-  entering the tensor core only when fewer than N instructions wait or run there (first in, first out), so a
-  group whose partner has filled the queue waits at its issue; the op completes with its last instruction
-  plus the tail the arch's latency keeps beyond the unit's work.
+* ``--tc-queue N``: a wgmma as its k-step instructions (m64nNk16), issued one after another (SS: 22 cycles the
+  first, 20 each more; RS: 67, then 12; ``bench/gpu/wgmma_queue.cu`` on the H100,
+  ``bench/results/h100/queue/``), each entering the tensor core only when fewer than N instructions wait or run
+  there (first in, first out), so a group whose partner has filled the queue waits at its issue; the op
+  completes with its last instruction plus the tail the arch's latency keeps beyond the unit's work. The same
+  record puts N at 6.5: alone, the issue of C > 8 instructions grows by 64 cycles (one instruction's work)
+  per instruction, 630 cycles for 16 SS = 64 (16 - 6.5) + 22.
 * ``--step NAME=CYCLES``: an op (its name without the sub-tile digit) at a fixed number of cycles.
 * ``--sync``: an ``mbarrier.wait`` costs the arch's ``[sync] wait_issue`` (a try_wait that finds its phase done, and
   its branch: 64.5 cycles on the H200) once its phase is done, a ``bar.sync`` the arch's ``named_barrier`` (42) once
@@ -104,7 +107,7 @@ class Model:
 
     rates: dict[str, dict[str, float]] | None = None
     queue: int = 0
-    issue_each: float = 24.0
+    issue: tuple[tuple[float, float], tuple[float, float]] = ((22.0, 20.0), (67.0, 12.0))  # SS, RS: (first, each more)
     steps: dict[str, int] = field(default_factory=dict)
     statement_cost: int = 0
     sync: bool = False
@@ -171,6 +174,7 @@ class _Machine:
         self.instr = {name: max(1, round(self._tc_use(name).length * flops / (2 * spec.acc_shape[0] *
                                                                                spec.acc_shape[1] * _K_STEP)))
                       for name, spec in plan.mmas.items()}
+        self.rs = {name for name, spec in plan.mmas.items() if spec.a_from == "regs"}
         self.groups = {p.group: _Group(p.group, p.warps, executed(source, p.group, plan.frame.trip_count, n_iter))
                        for p in plan.partitions}
         self.init = {name: int(count) for name, _, count in _INIT.findall(source)}
@@ -350,20 +354,22 @@ class _Machine:
         return now + self.hold[name]  # the unit queues it; the group goes on
 
     def _queued_mma(self, g: _Group, name: str, now: float) -> float:
-        """A wgmma op as its k-step instructions: each issued ``issue_each`` cycles after the last, entering the
-        tensor core only once fewer than ``queue`` instructions wait or run there; completes with its last
-        instruction plus the tail the arch's latency keeps beyond the unit's work."""
+        """A wgmma op as its k-step instructions, issued one after another (``Model.issue``: the first's and each
+        further one's cycles, SS or RS), each entering the tensor core only once fewer than ``queue`` instructions
+        wait or run there; completes with its last instruction plus the tail the arch's latency keeps beyond the
+        unit's work."""
         n, tc = self.instr[name], self._tc_use(name)
+        first, more = self.model.issue[name in self.rs]
         each, t = tc.length / n, now
-        for _ in range(n):
+        for i in range(n):
             if len(self.tc) >= self.model.queue:
                 t = max(t, self.tc[-self.model.queue][1])
             begin = max(t, self.unit_free.get("tc", 0.0))
             self.unit_free["tc"] = begin + each
             self._tc_reserve(begin, begin + each)
-            t += self.model.issue_each
+            t += first if i == 0 else more
         g.inflight.append(self.tc[-1][1] + self.costs.op(name).latency - tc.length)
-        self.waits[g.gid]["unit"] += t - now - n * self.model.issue_each
+        self.waits[g.gid]["unit"] += t - now - first - (n - 1) * more
         return t
 
     def _tc_reserve(self, begin: float, end: float) -> None:
@@ -464,8 +470,6 @@ def main() -> None:
     ap.add_argument("--rates", metavar="FA_CONSUMER_JSON", help="FA's register steps at their measured rates by situation")
     ap.add_argument("--tc-queue", type=int, default=0, metavar="N",
                     help="wgmmas as k-step instructions, at most N waiting or running in the tensor core")
-    ap.add_argument("--issue-each", type=float, default=24.0,
-                    help="with --tc-queue: cycles per instruction's issue (latencies.mma_issue, fa_consumer.json)")
     ap.add_argument("--step", action="append", default=[], metavar="NAME=CYCLES",
                     help="an op (its name without the sub-tile digit, e.g. exp) at this many cycles; repeatable")
     ap.add_argument("--sync", action="store_true",
@@ -475,7 +479,7 @@ def main() -> None:
     ap.add_argument("--no-turns", action="store_true", help="the kernel lowered without the turn token")
     ap.add_argument("--lines", action="store_true", help="also each statement's cycles per iteration, per group")
     args = ap.parse_args()
-    model = Model(step_rates(args.rates) if args.rates else None, args.tc_queue, args.issue_each,
+    model = Model(step_rates(args.rates) if args.rates else None, args.tc_queue, Model.issue,
                   {k: int(v) for k, v in (x.split("=", 1) for x in args.step)}, args.statement_cost, args.sync)
     print("| schedule | II | kernel replay cycles/iteration | waits per iteration, per group (turn / retire / "
           "mbarrier / unit) |\n|---|---|---|---|")

@@ -77,7 +77,8 @@ def test_a_one_slot_tensor_core_queue_holds_the_issue_for_the_work_ahead():
     held = kr.replay_kernel(CODEGEN / "fa_opt.json", model=kr.Model(queue=1))
     issue = _line(held, 1, "s0 = warpgroup_mma(") + _line(held, 1, "o0 = warpgroup_mma(")
     assert issue >= 14 * 64  # 16 instructions, all but the first behind one in flight
-    assert _line(free, 1, "s0 = warpgroup_mma(") == pytest.approx(8 * 24, abs=1)
+    assert _line(free, 1, "s0 = warpgroup_mma(") == pytest.approx(22 + 7 * 20, abs=1)  # SS: the measured issue
+    assert _line(free, 1, "o0 = warpgroup_mma(") == pytest.approx(67 + 7 * 12, abs=1)  # RS
 
 
 def test_step_rates_reads_every_fa_step_in_every_situation():

@@ -479,8 +479,9 @@ def main() -> None:
     ap.add_argument("--no-turns", action="store_true", help="the kernel lowered without the turn token")
     ap.add_argument("--lines", action="store_true", help="also each statement's cycles per iteration, per group")
     args = ap.parse_args()
-    model = Model(step_rates(args.rates) if args.rates else None, args.tc_queue, Model.issue,
-                  {k: int(v) for k, v in (x.split("=", 1) for x in args.step)}, args.statement_cost, args.sync)
+    model = Model(rates=step_rates(args.rates) if args.rates else None, queue=args.tc_queue,
+                  steps={k: int(v) for k, v in (x.split("=", 1) for x in args.step)},
+                  statement_cost=args.statement_cost, sync=args.sync)
     print("| schedule | II | kernel replay cycles/iteration | waits per iteration, per group (turn / retire / "
           "mbarrier / unit) |\n|---|---|---|---|")
     for path in args.schedules:

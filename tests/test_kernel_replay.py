@@ -98,3 +98,22 @@ def test_sync_charges_each_mbarrier_wait_and_bar_sync_the_archs_measured_cost():
     assert _line(synced, 1, 'gl.inline_asm_elementwise("bar.sync') == pytest.approx(42, abs=0.5)
     assert 2048 < synced.cycles_per_iteration <= 2048 + 2 * 64.5 + 42 + 1
     assert plain.cycles_per_iteration == pytest.approx(2048, abs=1)
+
+
+def test_codegen_prints_the_kernel_replay_and_names_the_wait_the_schedule_did_not_plan(tmp_path, capsys):
+    from twill.cli import main
+
+    assert main(["codegen", str(CODEGEN / "fa_opt.json"), "-o", str(tmp_path / "a.py")]) == 0
+    assert "kernel replay on the schedule's costs: 2048 cycles per iteration (II 2048)\n" in capsys.readouterr().out
+    assert main(["codegen", str(CODEGEN / "gemm_ws2.json"), "-o", str(tmp_path / "b.py")]) == 0
+    out = capsys.readouterr().out
+    assert "1314 cycles per iteration (II 1211); the kernel waits where the schedule does not, most at group 0's " \
+           "mbarrier.wait(ch1_empty" in out
+
+
+def test_the_core_replay_runs_the_schedules_own_body():
+    """twill.codegen.replay times ops from the schedule's own problem (its stored body), as `twill codegen` plans."""
+    from twill.codegen.replay import replay_schedule
+
+    assert replay_schedule(Schedule.read(CODEGEN / "fa_war.json")).cycles_per_iteration == pytest.approx(2654, abs=1)
+    assert replay_schedule(Schedule.read(CODEGEN / "gemm_ws1.json")).cycles_per_iteration == pytest.approx(672, abs=1)

@@ -430,6 +430,26 @@ def cmd_estimate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _print_kernel_replay(gen) -> None:
+    """The kernel's own statements replayed on the schedule's costs (twill.codegen.replay): where the emitted waits
+    cost what the schedule did not plan, the user learns it here, before a GPU does."""
+    from twill.codegen.replay import replay
+
+    ii = gen.plan.schedule.ii
+    try:
+        r = replay(gen.source, gen.plan, gen.plan.problem)
+    except RuntimeError as err:
+        print(f"kernel replay: {err}")
+        return
+    line = (f"kernel replay on the schedule's costs: {r.cycles_per_iteration:.0f} cycles per iteration "
+            f"(II {ii})")
+    if r.cycles_per_iteration > ii * 1.005:
+        g, code, c = r.slowest()
+        line += (f"; the kernel waits where the schedule does not, most at group {g}'s "
+                 f"{code.split('  #')[0][:60]} ({c:.0f} cycles per iteration)")
+    print(line)
+
+
 def cmd_codegen(args: argparse.Namespace) -> int:
     """Write the Gluon kernel of a schedule; --check also compiles it for sm_90a (no GPU needed)."""
     from pathlib import Path
@@ -458,6 +478,7 @@ def cmd_codegen(args: argparse.Namespace) -> int:
     parts = ", ".join(f"g{p.group}{'*' if p.default else ''} {p.warps}w" for p in plan.partitions)
     print(f"wrote {args.output}: {len(plan.partitions)} partition(s) ({parts}; * = default), "
           f"rings {', '.join(f'{r.op} x{r.copies}' for r in plan.rings.values())}, SMEM {plan.smem_bytes} B")
+    _print_kernel_replay(gen)
     if args.check:
         from twill.codegen.compile import compile_generated
 

@@ -51,6 +51,7 @@ from twill.schedule import Schedule  # noqa: E402
 from twill.validate import problem_for  # noqa: E402
 
 _MODES = {(False, False): "alone", (True, False): "beside_wgmma", (False, True): "pair", (True, True): "pair_beside_wgmma"}
+ANY_PAIR = bool(int(__import__("os").environ.get("ANY_PAIR", "0")))
 _K_STEP = 16  # a wgmma instruction's K for 16-bit inputs (PTX ISA: wgmma.mma_async m64nNk16)
 
 
@@ -174,7 +175,7 @@ class _Situated(Machine):
             r.left -= (now - r.since) * r.rate
             r.since = now
         for r in self.running.values():
-            pair = r.group.warps >= 8 or any(o.kind == r.kind for o in self.running.values() if o is not r)
+            pair = r.group.warps >= 8 or any((o.kind == r.kind or ANY_PAIR) for o in self.running.values() if o is not r)
             r.rate = 1.0 / self.model.rates[r.kind][_MODES[busy, pair]]
             r.token += 1
             done = now + max(r.left, 0.0) / r.rate

@@ -453,6 +453,92 @@ __global__ void __launch_bounds__(threads_of(MODE), 1)
   }
 }
 
+// Part 1b (session 70): two different steps at once. Warpgroup 0 runs step K0, warpgroup 1 step K1 (two warps per
+// sub-partition, one of each), with BESIDE a third warpgroup streaming SS Q.K^T wgmmas into one accumulator (16 live
+// per group) as in kPairBeside. Each step warpgroup runs up to `rounds` rounds and stops, within 8 rounds, once the
+// other has finished its own: both are timed over about the same window, the rate of each step while the other runs.
+struct CrossOut {
+  uint64_t cycles[2];
+  uint32_t rounds_done[2];
+  uint64_t partner_cycles, partner_groups;
+  uint32_t smid, pad;
+};
+
+template <int K0, int K1, bool BESIDE>
+__global__ void __launch_bounds__(BESIDE ? 384 : 256, 1)
+    cross_kernel(Tiles tiles, PipeParams pp, float* out, CrossOut* times) {
+  extern __shared__ __align__(1024) uint8_t smem[];
+  __shared__ volatile int finished, stepping, stop_all;
+  const int tid = threadIdx.x, wg = tid / 128, wtid = tid % 128;
+  if (BESIDE) fill_tiles(smem, tiles);
+  if (tid == 0) finished = 0, stepping = 2;
+  __syncthreads();
+  if (wg < 2) {
+    float x[64], m[2] = {0.f, 0.f};
+    const int kind = wg == 0 ? K0 : K1;
+#pragma unroll
+    for (int i = 0; i < 64; ++i) x[i] = init_value(kind, wtid, i);
+    bar_sync(1 + wg, 128);
+    const uint64_t c0 = clock_cycles();
+    int r = 0;
+    bool stop = false;
+    while (r < pp.rounds && !stop) {
+#pragma unroll 1
+      for (int j = 0; j < 8; ++j, ++r) {
+        if (wg == 0)
+          pipe_round<K0>(x, m, pp);
+        else
+          pipe_round<K1>(x, m, pp);
+      }
+      stop = __shfl_sync(0xFFFFFFFFu, finished, 0) != 0;
+    }
+    bar_sync(1 + wg, 128);
+    const uint64_t c1 = clock_cycles();
+    if (wtid == 0) {
+      finished = 1;
+      times[blockIdx.x].cycles[wg] = c1 - c0;
+      times[blockIdx.x].rounds_done[wg] = uint32_t(r);
+      atomicSub((int*)&stepping, 1);
+    }
+    if (blockIdx.x == 0) {
+#pragma unroll
+      for (int i = 0; i < 64; ++i) out[(wg * 128 + wtid) * 66 + i] = x[i];
+      out[(wg * 128 + wtid) * 66 + 64] = m[0];
+      out[(wg * 128 + wtid) * 66 + 65] = m[1];
+    }
+  } else if (BESIDE) {
+    float s[64];
+    const uint32_t q = smem_addr(smem) + 64 * 32, k = smem_addr(smem + kTileBytes);
+    const uint64_t c0 = clock_cycles();
+    uint64_t groups = 0;
+    bool stop = false;
+    do {
+      wg_fence();
+      issue_qk(s, q, k);
+      issue_qk(s, q, k, true);
+      wg_commit();
+      wg_wait<1>();
+      ++groups;
+      if (wtid == 0) stop_all = stepping <= 0;
+      bar_sync(3, 128);
+      stop = stop_all;
+      bar_sync(3, 128);
+    } while (!stop);
+    wg_wait<0>();
+    fence_f(s);
+    const uint64_t c1 = clock_cycles();
+    if (wtid == 0) {
+      times[blockIdx.x].partner_cycles = c1 - c0;
+      times[blockIdx.x].partner_groups = groups;
+    }
+    if (blockIdx.x == 0)
+#pragma unroll
+      for (int i = 0; i < 64; ++i) out[2 * 128 * 66 + wtid * 64 + i] = 0.5f * s[i];  // 2 S, exactly halved
+  }
+  __syncthreads();
+  if (tid == 0) times[blockIdx.x].smid = sm_id();
+}
+
 // ---------------------------------------------------------------------------------------------
 // Part 2: the consumer loop
 struct LoopOut {
@@ -861,6 +947,62 @@ static void run_kind_all(Report& report, const HostTiles& h, const DevTiles& d, 
   }
 }
 
+// Two different steps at once (cross_kernel): each warpgroup's cycles per round while the other runs, both checked
+// against the host replay of the rounds they ran, the partner's S against the host's Q.K^T.
+template <int K0, int K1, bool BESIDE>
+static void run_cross(Report& report, const HostTiles& h, const DevTiles& d, int rounds, int launches) {
+  const int sms = sm_count();
+  auto kernel = cross_kernel<K0, K1, BESIDE>;
+  CK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kOneCtaPerSmSmem));
+  const PipeParams pp{rounds, -1.f, 0.f, 0.5f, 0.99999994f, 1.f, 1.875f};
+  float* dout = nullptr;
+  CrossOut* dt = nullptr;
+  CK(cudaMalloc(&dout, sizeof(float) * kPipeOutFloats));
+  CK(cudaMalloc(&dt, sizeof(CrossOut) * sms));
+  std::vector<double> cyc[2], mma;
+  double worst = 0, partner = 0;
+  for (int l = 0; l <= launches; ++l) {
+    CK(cudaMemset(dout, 0xFF, sizeof(float) * kPipeOutFloats));
+    CK(cudaMemset(dt, 0, sizeof(CrossOut) * sms));
+    kernel<<<sms, BESIDE ? 384 : 256, kOneCtaPerSmSmem>>>(d.t, pp, dout, dt);
+    CK_LAUNCH();
+    std::vector<float> out(kPipeOutFloats);
+    std::vector<CrossOut> t(sms);
+    CK(cudaMemcpy(out.data(), dout, sizeof(float) * out.size(), cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(t.data(), dt, sizeof(CrossOut) * sms, cudaMemcpyDeviceToHost));
+    for (int wg = 0; wg < 2; ++wg) {
+      PipeParams ran = pp;
+      ran.rounds = int(t[0].rounds_done[wg]);
+      worst = std::max(worst, check_kind(wg == 0 ? K0 : K1, ran, out, wg));
+    }
+    if (BESIDE) partner = std::max(partner, acc_err(acc_ref(h, true), out.data() + 2 * 128 * 66, 64));
+    if (l == 0) continue;
+    for (const auto& x : t) {
+      for (int wg = 0; wg < 2; ++wg) cyc[wg].push_back(double(x.cycles[wg]) / std::max(1u, x.rounds_done[wg]));
+      if (BESIDE && x.partner_cycles)
+        mma.push_back(double(x.partner_groups) * 16 * 2.0 * 64 * 128 * 16 / double(x.partner_cycles));
+    }
+  }
+  const double tol = (K0 == kEx2 || K1 == kEx2) ? 1e-4 : 0.0;
+  const bool ok = worst <= tol && partner <= 1e-3 && !read_and_clear_error_flags();
+  Record r;
+  r.str("kind", "cross").str("step", kKindName[K0]).str("other", kKindName[K1])
+      .str("mode", BESIDE ? "cross_beside_wgmma" : "cross").integer("rounds", rounds).integer("launches", launches)
+      .boolean("ok", ok).num("max_rel_err", worst).stats("cycles_per_round", stats_of(cyc[0]))
+      .stats("other_cycles_per_round", stats_of(cyc[1]));
+  if (BESIDE) r.num("partner_max_rel_err", partner).stats("partner_flops_per_clk", stats_of(mma));
+  if (ok) r.num("cycles", stats_of(cyc[0]).median).num("other_cycles", stats_of(cyc[1]).median);
+  report.add(r);
+  CK(cudaFree(dout));
+  CK(cudaFree(dt));
+}
+
+template <int K0, int K1>
+static void run_cross_both(Report& report, const HostTiles& h, const DevTiles& d, int rounds, int launches) {
+  run_cross<K0, K1, false>(report, h, d, rounds, launches);
+  run_cross<K0, K1, true>(report, h, d, rounds, launches);
+}
+
 template <bool kPingPong, bool kStamp>
 static void run_loop(Report& report, const HostTiles& h, const DevTiles& d, int n, int launches) {
   const int sms = sm_count(), wgs = kPingPong ? 2 : 1;
@@ -925,6 +1067,23 @@ int main(int argc, char** argv) {
   const HostTiles h = make_tiles(rng);
   const DevTiles d(h);
   const int rounds = 512, launches = 3;
+  // `fa_consumer OUT cross`: the cross pairs only (session 70)
+  const bool cross_only = argc > 2 && std::string(argv[2]) == "cross";
+  run_cross_both<kEx2, kRowMax>(report, h, d, rounds, launches);
+  run_cross_both<kEx2, kRowSum>(report, h, d, rounds, launches);
+  run_cross_both<kEx2, kRescale>(report, h, d, rounds, launches);
+  run_cross_both<kEx2, kCast>(report, h, d, rounds, launches);
+  run_cross_both<kRowMax, kRowSum>(report, h, d, rounds, launches);
+  run_cross_both<kRowMax, kRescale>(report, h, d, rounds, launches);
+  run_cross_both<kRowMax, kCast>(report, h, d, rounds, launches);
+  run_cross_both<kRowSum, kRescale>(report, h, d, rounds, launches);
+  run_cross_both<kRowSum, kCast>(report, h, d, rounds, launches);
+  run_cross_both<kRescale, kCast>(report, h, d, rounds, launches);
+  if (cross_only) {
+    report.clock_probe("end");
+    report.write(out_path);
+    return 0;
+  }
   run_kind_all<kEx2>(report, h, d, rounds, launches);
   run_kind_all<kRowMax>(report, h, d, rounds, launches);
   run_kind_all<kRowSum>(report, h, d, rounds, launches);

@@ -79,6 +79,7 @@ class KernelReplay:
     iterations: int
     waits: dict[int, dict[str, float]]
     per_line: dict[int, dict[str, float]]  # per group: each statement's cycles per iteration in the second half
+    total_cycles: float = 0.0  # the partitions' first statement to their last, prologue and epilogue included
 
     def slowest(self) -> tuple[int, str, float]:
         """(group, statement, cycles per iteration) of the wait statement that costs the most."""
@@ -279,7 +280,7 @@ class Machine:
         slope = max(_slope(list(range(lo, n)), v[lo:n]) for v in self.issues.values())
         steady = self.n_iter - self.n_iter // 2
         per_line = {g.gid: {code: c / steady for code, c in g.lines_time.items()} for g in self.groups.values()}
-        return KernelReplay(slope, n, self.waits, per_line)
+        return KernelReplay(slope, n, self.waits, per_line, self.last)
 
 
 def _slope(xs: list[int], ys: list[float]) -> float:

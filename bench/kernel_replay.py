@@ -13,7 +13,8 @@ schedule's parameters on it). This script extends it with the hypotheses of issu
   situation changes: alone, beside a running wgmma (the tensor core busy: ``beside_wgmma``; a step is as slow beside
   its own group's wgmma, ``own_wgmma_*``), with another warpgroup on the same step (``pair``), or both
   (``pair_beside_wgmma``). A group of 8 warps is two warpgroups on its step (a pair). A hand-off's copy in the op's
-  hold is added after the step.
+  hold is added after the step. ``--cross FA_CONSUMER_CROSS_JSON`` adds the rate of a step while another warpgroup
+  runs a different step (``cross_kernel``, session 70); without it such a step runs at its rate alone.
 * ``--tc-queue N``: a wgmma as its k-step instructions (m64nNk16), issued one after another (SS: 22 cycles the first,
   20 each more; RS: 67, then 12; ``bench/gpu/wgmma_queue.cu`` on the H100, ``bench/results/h100/queue/``), each
   entering the tensor core only when fewer than N instructions wait or run there (first in, first out), so a group
@@ -51,7 +52,6 @@ from twill.schedule import Schedule  # noqa: E402
 from twill.validate import problem_for  # noqa: E402
 
 _MODES = {(False, False): "alone", (True, False): "beside_wgmma", (False, True): "pair", (True, True): "pair_beside_wgmma"}
-ANY_PAIR = bool(int(__import__("os").environ.get("ANY_PAIR", "0")))
 _K_STEP = 16  # a wgmma instruction's K for 16-bit inputs (PTX ISA: wgmma.mma_async m64nNk16)
 
 
@@ -73,11 +73,24 @@ def step_rates(path: str | Path) -> dict[str, dict[str, float]]:
     return out
 
 
+def cross_rates(path: str | Path) -> dict[tuple[str, str, bool], float]:
+    """Cycles per round of each FA step while another warpgroup runs another step (``bench/gpu/fa_consumer.cu``'s
+    cross_kernel record, session 70), by (step, other step, tensor core busy); both orders from each record."""
+    names = {step: op for op, step in FA_STEPS.items()}
+    out = {}
+    for r in json.loads(Path(path).read_text())["records"]:
+        if r.get("kind") == "cross" and r.get("ok"):
+            a, b, busy = names[r["step"]], names[r["other"]], r["mode"] == "cross_beside_wgmma"
+            out[a, b, busy], out[b, a, busy] = r["cycles"], r["other_cycles"]
+    return out
+
+
 @dataclass(frozen=True, slots=True)
 class Model:
     """How the replay charges time (see the module docstring)."""
 
     rates: dict[str, dict[str, float]] | None = None
+    cross: dict[tuple[str, str, bool], float] = field(default_factory=dict)  # (step, other step, tc busy) -> cycles
     queue: int = 0
     issue: tuple[tuple[float, float], tuple[float, float]] = ((22.0, 20.0), (67.0, 12.0))  # SS, RS: (first, each more)
     steps: dict[str, int] = field(default_factory=dict)
@@ -175,14 +188,25 @@ class _Situated(Machine):
             r.left -= (now - r.since) * r.rate
             r.since = now
         for r in self.running.values():
-            pair = r.group.warps >= 8 or any((o.kind == r.kind or ANY_PAIR) for o in self.running.values() if o is not r)
-            r.rate = 1.0 / self.model.rates[r.kind][_MODES[busy, pair]]
+            r.rate = 1.0 / self._cycles(r, busy)
             r.token += 1
             done = now + max(r.left, 0.0) / r.rate
             if done <= change:
                 self.at(done, self._finisher(r, r.token))
         if change < math.inf and any(now + max(r.left, 0.0) / r.rate > change for r in self.running.values()):
             self.at(change, self._reflow)
+
+    def _cycles(self, r: _Run, busy: bool) -> float:
+        """A step's cycles per round in its situation: the tensor core busy or not, and what the other warpgroups run
+        (its own step: the pair's rate; another step: the cross record's, where given; the slowest of them)."""
+        rates = self.model.rates[r.kind]
+        others = [o.kind for o in self.running.values() if o is not r]
+        if r.group.warps >= 8:  # two warpgroups on one step
+            others.append(r.kind)
+        if not others:
+            return rates[_MODES[busy, False]]
+        return max(rates[_MODES[busy, True]] if o == r.kind or (r.kind, o, busy) not in self.model.cross
+                   else self.model.cross[r.kind, o, busy] for o in others)
 
     def _finisher(self, r: _Run, token: int):
         def finish(now: float) -> None:
@@ -226,6 +250,8 @@ def main() -> None:
     ap.add_argument("schedules", nargs="+")
     ap.add_argument("--costs", help="arch whose costs time the statements (default: the schedule's)")
     ap.add_argument("--rates", metavar="FA_CONSUMER_JSON", help="FA's register steps at their measured rates by situation")
+    ap.add_argument("--cross", metavar="FA_CONSUMER_CROSS_JSON",
+                    help="with --rates: a step beside another warpgroup's other step at its measured rate")
     ap.add_argument("--tc-queue", type=int, default=0, metavar="N",
                     help="wgmmas as k-step instructions, at most N waiting or running in the tensor core")
     ap.add_argument("--sync", action="store_true",
@@ -237,7 +263,8 @@ def main() -> None:
     ap.add_argument("--no-turns", action="store_true", help="the kernel lowered without the turn token")
     ap.add_argument("--lines", action="store_true", help="also each statement's cycles per iteration, per group")
     args = ap.parse_args()
-    model = Model(rates=step_rates(args.rates) if args.rates else None, queue=args.tc_queue,
+    model = Model(rates=step_rates(args.rates) if args.rates else None,
+                  cross=cross_rates(args.cross) if args.cross else {}, queue=args.tc_queue,
                   steps={k: int(v) for k, v in (x.split("=", 1) for x in args.step)},
                   statement_cost=args.statement_cost, sync=args.sync)
     print("| schedule | II | kernel replay cycles/iteration | waits per iteration, per group (turn / retire / "

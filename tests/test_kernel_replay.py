@@ -117,3 +117,16 @@ def test_the_core_replay_runs_the_schedules_own_body():
 
     assert replay_schedule(Schedule.read(CODEGEN / "fa_war.json")).cycles_per_iteration == pytest.approx(2654, abs=1)
     assert replay_schedule(Schedule.read(CODEGEN / "gemm_ws1.json")).cycles_per_iteration == pytest.approx(672, abs=1)
+
+
+def test_cross_rates_read_both_orders_of_each_pair_and_the_replay_uses_them():
+    cross = kr.cross_rates(ROOT / "bench" / "results" / "h100" / "cross" / "fa_consumer_cross.json")
+    assert cross["exp", "rowmax", False] == pytest.approx(637.4, abs=0.1)
+    assert cross["rowmax", "exp", False] == pytest.approx(443.7, abs=0.1)  # the row max suffers, the exp hardly
+    assert cross["rowmax", "exp", True] == pytest.approx(794.9, abs=0.1)
+    assert len(cross) == 5 * 4 * 2  # every ordered pair of different steps, with the tensor core idle and busy
+    rates = kr.step_rates(RECORD)
+    plain = kr.replay_kernel(CODEGEN / "fa_war.json", "bench/codegen/h200_warpgroup_mio.toml", kr.Model(rates=rates))
+    crossed = kr.replay_kernel(CODEGEN / "fa_war.json", "bench/codegen/h200_warpgroup_mio.toml",
+                               kr.Model(rates=rates, cross=cross))
+    assert crossed.cycles_per_iteration > plain.cycles_per_iteration * 1.05  # FA3's order overlaps different steps

@@ -203,10 +203,9 @@ class _Situated(Machine):
         others = [o.kind for o in self.running.values() if o is not r]
         if r.group.warps >= 8:  # two warpgroups on one step
             others.append(r.kind)
-        if not others:
-            return rates[_MODES[busy, False]]
-        return max(rates[_MODES[busy, True]] if o == r.kind or (r.kind, o, busy) not in self.model.cross
-                   else self.model.cross[r.kind, o, busy] for o in others)
+        return max([rates[_MODES[busy, False]]]
+                   + [rates[_MODES[busy, True]] if o == r.kind else self.model.cross.get((r.kind, o, busy), 0.0)
+                      for o in others])
 
     def _finisher(self, r: _Run, token: int):
         def finish(now: float) -> None:

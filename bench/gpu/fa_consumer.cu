@@ -56,23 +56,6 @@ __host__ __device__ __forceinline__ constexpr int half_idx(int h, int k) { retur
 
 // ---------------------------------------------------------------------------------------------
 // device helpers
-__device__ __forceinline__ void wg_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
-__device__ __forceinline__ void wg_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
-template <int Pending>
-__device__ __forceinline__ void wg_wait() {
-  asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(Pending) : "memory");
-}
-template <int R>
-__device__ __forceinline__ void fence_f(float (&d)[R]) {
-#pragma unroll
-  for (int i = 0; i < R; ++i) asm volatile("" : "+f"(d[i])::"memory");
-}
-template <int R>
-__device__ __forceinline__ void fence_u(uint32_t (&d)[R]) {
-#pragma unroll
-  for (int i = 0; i < R; ++i) asm volatile("" : "+r"(d[i])::"memory");
-}
-
 __device__ __forceinline__ uint64_t make_desc(uint32_t saddr) {
   return uint64_t((saddr >> 4) & 0x3FFF) | (uint64_t((kLbo >> 4) & 0x3FFF) << 16) |
          (uint64_t((kSbo >> 4) & 0x3FFF) << 32);
@@ -368,8 +351,8 @@ __global__ void __launch_bounds__(threads_of(MODE), 1)
     }
     if constexpr (has_own(MODE)) {
       wg_wait<0>();
-      fence_f(acc);
-      fence_u(a);
+      fence_operands(acc);
+      fence_operands(a);
     }
     bar_sync(1 + wg, 128);
     const uint64_t c1 = clock_cycles();
@@ -428,10 +411,10 @@ __global__ void __launch_bounds__(threads_of(MODE), 1)
       bar_sync(3, 128);
     } while (!stop);
     wg_wait<0>();
-    fence_f(s);
+    fence_operands(s);
     if constexpr (!one_acc) {
-      fence_f(o);
-      fence_u(a);
+      fence_operands(o);
+      fence_operands(a);
     }
     const uint64_t c1 = clock_cycles();
     if (wtid == 0) {
@@ -525,7 +508,7 @@ __global__ void __launch_bounds__(BESIDE ? 384 : 256, 1)
       bar_sync(3, 128);
     } while (!stop);
     wg_wait<0>();
-    fence_f(s);
+    fence_operands(s);
     const uint64_t c1 = clock_cycles();
     if (wtid == 0) {
       times[blockIdx.x].partner_cycles = c1 - c0;
@@ -597,9 +580,9 @@ __device__ __forceinline__ void kv_step(Consumer& c, int w, uint32_t q, uint32_t
 #pragma unroll
   for (int h = 0; h < 2; ++h) c.l[h] = fmaf(c.l[h], alpha[h], sum[h]);
   wg_wait<0>();
-  fence_f(c.s);
-  fence_f(c.o);
-  fence_u(c.a);
+  fence_operands(c.s);
+  fence_operands(c.o);
+  fence_operands(c.a);
   if (kStamp) te = clock32();
   if (!kLast) max_and_exp(c, scale);
   if (kStamp) {
@@ -635,7 +618,7 @@ __global__ void __launch_bounds__(256, 1)
   issue_qk(c.s, q, k);
   wg_commit();
   wg_wait<0>();
-  fence_f(c.s);
+  fence_operands(c.s);
   max_and_exp(c, scale);
   if (kPingPong) {
     __syncthreads();

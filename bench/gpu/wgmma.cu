@@ -17,19 +17,6 @@
 
 constexpr int kGroup = 8;  // wgmmas per commit group; the first of each group has scale-d = 0
 
-__device__ __forceinline__ void wg_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
-__device__ __forceinline__ void wg_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
-template <int Pending>
-__device__ __forceinline__ void wg_wait() {
-  asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(Pending) : "memory");
-}
-
-// Pins the accumulator registers after a wait (CUTLASS warpgroup_fence_operand).
-template <int R>
-__device__ __forceinline__ void fence_operands(float (&d)[R]) {
-#pragma unroll
-  for (int i = 0; i < R; ++i) asm volatile("" : "+f"(d[i])::"memory");
-}
 
 // Shared-memory matrix descriptor, no swizzle: start address, leading byte offset (between the two
 // 16-byte core matrices along K), stride byte offset (between 8-row groups); PTX ISA 9.7.15.5.1.2.

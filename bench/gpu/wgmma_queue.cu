@@ -21,17 +21,6 @@
 
 constexpr int kN = 128, kPartnerGroup = 8, kIdle = 1000;
 
-__device__ __forceinline__ void wg_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
-__device__ __forceinline__ void wg_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
-template <int Pending>
-__device__ __forceinline__ void wg_wait() {
-  asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(Pending) : "memory");
-}
-template <int R>
-__device__ __forceinline__ void fence_operands(float (&d)[R]) {
-#pragma unroll
-  for (int i = 0; i < R; ++i) asm volatile("" : "+f"(d[i])::"memory");
-}
 // No-swizzle descriptor and K-major core-matrix layout, as wgmma.cu (whose descriptor probe fixed lbo/sbo).
 __device__ __forceinline__ uint64_t make_desc(uint32_t saddr) {
   return uint64_t((saddr >> 4) & 0x3FFF) | (uint64_t((128 >> 4) & 0x3FFF) << 16) | (uint64_t((256 >> 4) & 0x3FFF) << 32);

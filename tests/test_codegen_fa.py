@@ -400,3 +400,24 @@ def test_without_the_rounds_past_the_end_that_kernel_deadlocks(monkeypatch):
     monkeypatch.setattr(E, "_rounds_past_the_end", lambda b, stages: None)
     with pytest.raises(CodegenError, match=r"trip count 1\): deadlock: group 2 .* round 2 of window 1"):
         generate(Schedule.read(HANDOFF_COPY))
+
+
+def test_the_main_jobs_schedule_retires_before_its_loop_what_the_steady_state_holds_retired(monkeypatch):
+    """Today's main job (`twill solve fa_fwd --arch h100`, one 128-row tile, II 2439 optimal; stored as
+    bench/codegen/fa_onetile_h100.json): its prologue leaves Q·Kᵀ of iteration 0 in flight, and the steady state's top
+    holds it retired, so the loop body neither retires nor releases it. The emitter retires it and frees its K slot
+    before the loop (session 70); without that the kernel would enter the loop typed in flight, which Gluon rejects."""
+    import twill.codegen.emit as E
+    from twill.codegen import generate
+    from twill.codegen.replay import replay
+
+    sched = Schedule.read(ROOT / "bench" / "codegen" / "fa_onetile_h100.json")
+    assert (sched.arch, sched.ii, sched.status) == ("h100", 2439, "optimal")
+    gen = generate(sched)
+    head = gen.source[gen.source.index("def partition_g1("):gen.source.index("    for t in range(")]
+    retire = head.index("s0 = warpgroup_mma_wait(0, deps=(s0,))  # retire qk0 before the loop")
+    assert head.index("mbarrier.arrive(ch0_empty.index((0) % 2))", retire) > retire
+    assert replay(gen.source, gen.plan, gen.plan.problem).cycles_per_iteration <= sched.ii
+    monkeypatch.setattr(E, "_retire_before_loop", lambda b, entry, steady: None)
+    with pytest.raises(CodegenError, match=r"group 1 enters its loop with \['s0'\] in flight"):
+        generate(sched)

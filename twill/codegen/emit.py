@@ -485,6 +485,21 @@ def _steady_state(b: _Body, entry: _State) -> _State:
         b.lines, b.st = saved_lines, saved_st
 
 
+def _retire_before_loop(b: _Body, entry: _State, steady: _State) -> None:
+    """Retire, before the loop, the wgmmas the prologue leaves in flight that the steady state holds retired at its
+    top. The loop body is emitted once for every trip from the periodic state, so it neither retires nor releases
+    the slot of a wgmma only the prologue issued; left in flight it would enter the loop typed as in flight (Gluon
+    rejects the mismatch at the back edge) and its ring slot would never be freed. Waiting here costs the first trip
+    at most that wgmma's remaining latency."""
+    kept = {(o, _key(j)) for o, j in steady.inflight}
+    late = [i for i, (o, j) in enumerate(entry.inflight) if (o, _key(j)) not in kept]
+    if not late:
+        return
+    ops = ", ".join(sorted({entry.inflight[i][0] for i in late}))
+    b.wait(len(entry.inflight) - (max(late) + 1), f"retire {ops} before the loop: the steady state's top holds it "
+           "retired, so the loop body neither retires nor releases it", 1)
+
+
 def _emit_partition(plan: Plan, part: Partition, depth: dict[str, int], check: bool = True) -> _Body:
     """Replay the partition's program: head (layouts, starting values), prologue, steady-state
     loop, epilogue, then the frame's writes of the results."""
@@ -528,6 +543,9 @@ def _emit_partition(plan: Plan, part: Partition, depth: dict[str, int], check: b
         b.add(f"# prologue step {p}: ops with stage offset <= {p} (stage peeling, depth {S})")
         b.step([(op, T.Iter("", p - part.stage[op], 0)) for op in part.ops if part.stage[op] <= p], 1,
                [(op, T.Iter("", p - part.stage[op], 0)) for op in part.ops if part.stage[op] > p])
+    entry = b.st.rebase(lambda j: T.Iter("t", j.off - S, S) if not j.base else j)
+    steady = _steady_state(b, entry)
+    _retire_before_loop(b, entry, steady)
     entry = b.st.rebase(lambda j: T.Iter("t", j.off - S, S) if not j.base else j)
     steady = _steady_state(b, entry)
     for var in sorted(steady.tokens - entry.tokens):

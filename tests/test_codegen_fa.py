@@ -418,6 +418,6 @@ def test_the_main_jobs_schedule_retires_before_its_loop_what_the_steady_state_ho
     retire = head.index("s0 = warpgroup_mma_wait(0, deps=(s0,))  # retire qk0 before the loop")
     assert head.index("mbarrier.arrive(ch0_empty.index((0) % 2))", retire) > retire
     assert replay(gen.source, gen.plan, gen.plan.problem).cycles_per_iteration <= sched.ii
-    monkeypatch.setattr(E, "_retire_before_loop", lambda b, entry, steady: None)
+    monkeypatch.setattr(E, "_retire_before_loop", lambda b, entry, steady: False)
     with pytest.raises(CodegenError, match=r"group 1 enters its loop with \['s0'\] in flight"):
         generate(sched)

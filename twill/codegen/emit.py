@@ -485,7 +485,7 @@ def _steady_state(b: _Body, entry: _State) -> _State:
         b.lines, b.st = saved_lines, saved_st
 
 
-def _retire_before_loop(b: _Body, entry: _State, steady: _State) -> None:
+def _retire_before_loop(b: _Body, entry: _State, steady: _State) -> bool:
     """Retire, before the loop, the wgmmas the prologue leaves in flight that the steady state holds retired at its
     top. The loop body is emitted once for every trip from the periodic state, so it neither retires nor releases
     the slot of a wgmma only the prologue issued; left in flight it would enter the loop typed as in flight (Gluon
@@ -494,10 +494,11 @@ def _retire_before_loop(b: _Body, entry: _State, steady: _State) -> None:
     kept = {(o, _key(j)) for o, j in steady.inflight}
     late = [i for i, (o, j) in enumerate(entry.inflight) if (o, _key(j)) not in kept]
     if not late:
-        return
+        return False
     ops = ", ".join(sorted({entry.inflight[i][0] for i in late}))
     b.wait(len(entry.inflight) - (max(late) + 1), f"retire {ops} before the loop: the steady state's top holds it "
            "retired, so the loop body neither retires nor releases it", 1)
+    return True
 
 
 def _emit_partition(plan: Plan, part: Partition, depth: dict[str, int], check: bool = True) -> _Body:
@@ -545,9 +546,9 @@ def _emit_partition(plan: Plan, part: Partition, depth: dict[str, int], check: b
                [(op, T.Iter("", p - part.stage[op], 0)) for op in part.ops if part.stage[op] > p])
     entry = b.st.rebase(lambda j: T.Iter("t", j.off - S, S) if not j.base else j)
     steady = _steady_state(b, entry)
-    _retire_before_loop(b, entry, steady)
-    entry = b.st.rebase(lambda j: T.Iter("t", j.off - S, S) if not j.base else j)
-    steady = _steady_state(b, entry)
+    if _retire_before_loop(b, entry, steady):  # the loop now starts from the state the retire left
+        entry = b.st.rebase(lambda j: T.Iter("t", j.off - S, S) if not j.base else j)
+        steady = _steady_state(b, entry)
     for var in sorted(steady.tokens - entry.tokens):
         b.add(f"{var} = warpgroup_mma_init({var})  # this accumulator crosses the loop's back edge in flight")
     if entry.tokens - steady.tokens:

@@ -522,6 +522,45 @@ __global__ void __launch_bounds__(BESIDE ? 384 : 256, 1)
   if (tid == 0) times[blockIdx.x].smid = sm_id();
 }
 
+// Part 1c (session 70): who keeps its rate when two steps meet. Each round both step warpgroups meet at a named
+// barrier; warpgroup 0 starts its step K0 at once, warpgroup 1 its step K1 `delay` cycles later (a spin on the SM
+// clock). The rounds' cycles of each, against the delay, tell fair sharing (both slow while they overlap) from a
+// priority (the one that started keeps its rate, the other waits).
+template <int K0, int K1>
+__global__ void __launch_bounds__(256, 1)
+    stagger_kernel(PipeParams pp, int delay, float* out, CrossOut* times) {
+  const int tid = threadIdx.x, wg = tid / 128, wtid = tid % 128;
+  float x[64], m[2] = {0.f, 0.f};
+#pragma unroll
+  for (int i = 0; i < 64; ++i) x[i] = init_value(wg == 0 ? K0 : K1, wtid, i);
+  uint64_t spent = 0;
+  for (int r = 0; r < pp.rounds; ++r) {
+    bar_sync(1, 256);
+    const uint64_t met = clock_cycles();
+    if (wg == 1)
+      while (clock_cycles() - met < uint64_t(delay)) {
+      }
+    const uint64_t c0 = clock_cycles();
+    if (wg == 0)
+      pipe_round<K0>(x, m, pp);
+    else
+      pipe_round<K1>(x, m, pp);
+    bar_sync(2 + wg, 128);  // the warpgroup's four warps are done
+    spent += clock_cycles() - c0;
+  }
+  if (wtid == 0) {
+    times[blockIdx.x].cycles[wg] = spent;
+    times[blockIdx.x].rounds_done[wg] = uint32_t(pp.rounds);
+    if (wg == 0) times[blockIdx.x].smid = sm_id();
+  }
+  if (blockIdx.x == 0) {
+#pragma unroll
+    for (int i = 0; i < 64; ++i) out[(wg * 128 + wtid) * 66 + i] = x[i];
+    out[(wg * 128 + wtid) * 66 + 64] = m[0];
+    out[(wg * 128 + wtid) * 66 + 65] = m[1];
+  }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Part 2: the consumer loop
 struct LoopOut {
@@ -986,6 +1025,47 @@ static void run_cross_both(Report& report, const HostTiles& h, const DevTiles& d
   run_cross<K0, K1, true>(report, h, d, rounds, launches);
 }
 
+// Staggered starts (stagger_kernel): each warpgroup's cycles per round for each delay of warpgroup 1's start.
+template <int K0, int K1>
+static void run_stagger(Report& report, const DevTiles& d, int rounds, int launches) {
+  const int sms = sm_count();
+  auto kernel = stagger_kernel<K0, K1>;
+  CK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kOneCtaPerSmSmem));
+  const PipeParams pp{rounds, -1.f, 0.f, 0.5f, 0.99999994f, 1.f, 1.875f};
+  float* dout = nullptr;
+  CrossOut* dt = nullptr;
+  CK(cudaMalloc(&dout, sizeof(float) * kPipeOutFloats));
+  CK(cudaMalloc(&dt, sizeof(CrossOut) * sms));
+  for (int delay : {0, 64, 128, 192, 256, 384, 512, 768}) {
+    std::vector<double> cyc[2];
+    double worst = 0;
+    for (int l = 0; l <= launches; ++l) {
+      CK(cudaMemset(dout, 0xFF, sizeof(float) * kPipeOutFloats));
+      CK(cudaMemset(dt, 0, sizeof(CrossOut) * sms));
+      kernel<<<sms, 256, kOneCtaPerSmSmem>>>(pp, delay, dout, dt);  // the shared memory keeps one CTA per SM
+      CK_LAUNCH();
+      std::vector<float> out(kPipeOutFloats);
+      std::vector<CrossOut> t(sms);
+      CK(cudaMemcpy(out.data(), dout, sizeof(float) * out.size(), cudaMemcpyDeviceToHost));
+      CK(cudaMemcpy(t.data(), dt, sizeof(CrossOut) * sms, cudaMemcpyDeviceToHost));
+      for (int wg = 0; wg < 2; ++wg) worst = std::max(worst, check_kind(wg == 0 ? K0 : K1, pp, out, wg));
+      if (l == 0) continue;
+      for (const auto& x : t)
+        for (int wg = 0; wg < 2; ++wg) cyc[wg].push_back(double(x.cycles[wg]) / rounds);
+    }
+    const double tol = (K0 == kEx2 || K1 == kEx2) ? 1e-4 : 0.0;
+    const bool ok = worst <= tol && !read_and_clear_error_flags();
+    Record r;
+    r.str("kind", "stagger").str("step", kKindName[K0]).str("other", kKindName[K1]).integer("delay", delay)
+        .integer("rounds", rounds).boolean("ok", ok).num("max_rel_err", worst)
+        .stats("cycles_per_round", stats_of(cyc[0])).stats("other_cycles_per_round", stats_of(cyc[1]));
+    if (ok) r.num("cycles", stats_of(cyc[0]).median).num("other_cycles", stats_of(cyc[1]).median);
+    report.add(r);
+  }
+  CK(cudaFree(dout));
+  CK(cudaFree(dt));
+}
+
 template <bool kPingPong, bool kStamp>
 static void run_loop(Report& report, const HostTiles& h, const DevTiles& d, int n, int launches) {
   const int sms = sm_count(), wgs = kPingPong ? 2 : 1;
@@ -1050,8 +1130,18 @@ int main(int argc, char** argv) {
   const HostTiles h = make_tiles(rng);
   const DevTiles d(h);
   const int rounds = 512, launches = 3;
-  // `fa_consumer OUT cross`: the cross pairs only (session 70)
+  // `fa_consumer OUT cross`: the cross pairs only; `fa_consumer OUT stagger`: the staggered starts only (session 70)
   const bool cross_only = argc > 2 && std::string(argv[2]) == "cross";
+  if (argc > 2 && std::string(argv[2]) == "stagger") {
+    run_stagger<kEx2, kEx2>(report, d, 256, launches);
+    run_stagger<kEx2, kRowMax>(report, d, 256, launches);
+    run_stagger<kRowMax, kEx2>(report, d, 256, launches);
+    run_stagger<kRowSum, kEx2>(report, d, 256, launches);
+    run_stagger<kRowMax, kRowSum>(report, d, 256, launches);
+    report.clock_probe("end");
+    report.write(out_path);
+    return 0;
+  }
   run_cross_both<kEx2, kRowMax>(report, h, d, rounds, launches);
   run_cross_both<kEx2, kRowSum>(report, h, d, rounds, launches);
   run_cross_both<kEx2, kRescale>(report, h, d, rounds, launches);

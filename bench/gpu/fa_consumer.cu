@@ -969,29 +969,47 @@ static void run_kind_all(Report& report, const HostTiles& h, const DevTiles& d, 
   }
 }
 
+// One launch of a two-step kernel (cross_kernel, stagger_kernel) on NaN-poisoned output: the output and per-CTA times.
+struct TwoStepBuffers {
+  float* out = nullptr;
+  CrossOut* times = nullptr;
+  int sms = sm_count();
+  TwoStepBuffers() {
+    CK(cudaMalloc(&out, sizeof(float) * kPipeOutFloats));
+    CK(cudaMalloc(&times, sizeof(CrossOut) * sms));
+  }
+  ~TwoStepBuffers() {
+    CK(cudaFree(out));
+    CK(cudaFree(times));
+  }
+  template <class Launch>
+  std::pair<std::vector<float>, std::vector<CrossOut>> run(Launch launch) {
+    CK(cudaMemset(out, 0xFF, sizeof(float) * kPipeOutFloats));
+    CK(cudaMemset(times, 0, sizeof(CrossOut) * sms));
+    launch(out, times);
+    CK_LAUNCH();
+    std::vector<float> o(kPipeOutFloats);
+    std::vector<CrossOut> t(sms);
+    CK(cudaMemcpy(o.data(), out, sizeof(float) * o.size(), cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(t.data(), times, sizeof(CrossOut) * sms, cudaMemcpyDeviceToHost));
+    return {o, t};
+  }
+};
+
 // Two different steps at once (cross_kernel): each warpgroup's cycles per round while the other runs, both checked
 // against the host replay of the rounds they ran, the partner's S against the host's Q.K^T.
 template <int K0, int K1, bool BESIDE>
 static void run_cross(Report& report, const HostTiles& h, const DevTiles& d, int rounds, int launches) {
-  const int sms = sm_count();
   auto kernel = cross_kernel<K0, K1, BESIDE>;
   CK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kOneCtaPerSmSmem));
   const PipeParams pp{rounds, -1.f, 0.f, 0.5f, 0.99999994f, 1.f, 1.875f};
-  float* dout = nullptr;
-  CrossOut* dt = nullptr;
-  CK(cudaMalloc(&dout, sizeof(float) * kPipeOutFloats));
-  CK(cudaMalloc(&dt, sizeof(CrossOut) * sms));
+  TwoStepBuffers buf;
   std::vector<double> cyc[2], mma;
   double worst = 0, partner = 0;
   for (int l = 0; l <= launches; ++l) {
-    CK(cudaMemset(dout, 0xFF, sizeof(float) * kPipeOutFloats));
-    CK(cudaMemset(dt, 0, sizeof(CrossOut) * sms));
-    kernel<<<sms, BESIDE ? 384 : 256, kOneCtaPerSmSmem>>>(d.t, pp, dout, dt);
-    CK_LAUNCH();
-    std::vector<float> out(kPipeOutFloats);
-    std::vector<CrossOut> t(sms);
-    CK(cudaMemcpy(out.data(), dout, sizeof(float) * out.size(), cudaMemcpyDeviceToHost));
-    CK(cudaMemcpy(t.data(), dt, sizeof(CrossOut) * sms, cudaMemcpyDeviceToHost));
+    const auto [out, t] = buf.run([&](float* o, CrossOut* ts) {
+      kernel<<<buf.sms, BESIDE ? 384 : 256, kOneCtaPerSmSmem>>>(d.t, pp, o, ts);
+    });
     for (int wg = 0; wg < 2; ++wg) {
       PipeParams ran = pp;
       ran.rounds = int(t[0].rounds_done[wg]);
@@ -1015,8 +1033,6 @@ static void run_cross(Report& report, const HostTiles& h, const DevTiles& d, int
   if (BESIDE) r.num("partner_max_rel_err", partner).stats("partner_flops_per_clk", stats_of(mma));
   if (ok) r.num("cycles", stats_of(cyc[0]).median).num("other_cycles", stats_of(cyc[1]).median);
   report.add(r);
-  CK(cudaFree(dout));
-  CK(cudaFree(dt));
 }
 
 template <int K0, int K1>
@@ -1028,26 +1044,17 @@ static void run_cross_both(Report& report, const HostTiles& h, const DevTiles& d
 // Staggered starts (stagger_kernel): each warpgroup's cycles per round for each delay of warpgroup 1's start.
 template <int K0, int K1>
 static void run_stagger(Report& report, const DevTiles& d, int rounds, int launches) {
-  const int sms = sm_count();
   auto kernel = stagger_kernel<K0, K1>;
   CK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kOneCtaPerSmSmem));
   const PipeParams pp{rounds, -1.f, 0.f, 0.5f, 0.99999994f, 1.f, 1.875f};
-  float* dout = nullptr;
-  CrossOut* dt = nullptr;
-  CK(cudaMalloc(&dout, sizeof(float) * kPipeOutFloats));
-  CK(cudaMalloc(&dt, sizeof(CrossOut) * sms));
+  TwoStepBuffers buf;
   for (int delay : {0, 64, 128, 192, 256, 384, 512, 768}) {
     std::vector<double> cyc[2];
     double worst = 0;
     for (int l = 0; l <= launches; ++l) {
-      CK(cudaMemset(dout, 0xFF, sizeof(float) * kPipeOutFloats));
-      CK(cudaMemset(dt, 0, sizeof(CrossOut) * sms));
-      kernel<<<sms, 256, kOneCtaPerSmSmem>>>(pp, delay, dout, dt);  // the shared memory keeps one CTA per SM
-      CK_LAUNCH();
-      std::vector<float> out(kPipeOutFloats);
-      std::vector<CrossOut> t(sms);
-      CK(cudaMemcpy(out.data(), dout, sizeof(float) * out.size(), cudaMemcpyDeviceToHost));
-      CK(cudaMemcpy(t.data(), dt, sizeof(CrossOut) * sms, cudaMemcpyDeviceToHost));
+      const auto [out, t] = buf.run([&](float* o, CrossOut* ts) {
+        kernel<<<buf.sms, 256, kOneCtaPerSmSmem>>>(pp, delay, o, ts);  // the shared memory keeps one CTA per SM
+      });
       for (int wg = 0; wg < 2; ++wg) worst = std::max(worst, check_kind(wg == 0 ? K0 : K1, pp, out, wg));
       if (l == 0) continue;
       for (const auto& x : t)
@@ -1062,8 +1069,6 @@ static void run_stagger(Report& report, const DevTiles& d, int rounds, int launc
     if (ok) r.num("cycles", stats_of(cyc[0]).median).num("other_cycles", stats_of(cyc[1]).median);
     report.add(r);
   }
-  CK(cudaFree(dout));
-  CK(cudaFree(dt));
 }
 
 template <bool kPingPong, bool kStamp>

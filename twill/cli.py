@@ -21,6 +21,7 @@ _STARTED = time.monotonic()  # the wall-clock cap counts from here: imports and 
 _OUTPUT = 0.5  # seconds kept back from the cap for validating and printing the result
 
 if TYPE_CHECKING:
+    from twill.codegen import Generated
     from twill.problem import Problem
 
 __all__ = ["main"]
@@ -430,7 +431,7 @@ def cmd_estimate(args: argparse.Namespace) -> int:
     return 0
 
 
-def _print_kernel_replay(gen) -> None:
+def _print_kernel_replay(gen: Generated) -> None:
     """The kernel's own statements replayed on the schedule's costs (twill.codegen.replay): where the emitted waits
     cost what the schedule did not plan, the user learns it here, before a GPU does."""
     from twill.codegen.replay import replay

@@ -180,13 +180,17 @@ static const int kKindElems[kKinds] = {8192, 8192, 8192, 8192, 8192};
 // the other consumer's wgmmas as in kBeside, the hand-off kernel's three groups at once. kPairBeside (session 69):
 // two warpgroups on the step at once while a third streams SS Q.K^T wgmmas, two FA consumers' exps overlapping
 // beside the tensor core (what Nsight per line shows FA3's order paying).
+// kBesideWaiting (session 70): the partner issues its 16 SS wgmmas and waits for all of them (wait_group 0) before
+// the next group, so its warps mostly wait while the tensor core runs, as a consumer waiting at its retire does
+// (fa_opt's other consumer); kBesideSS's partner keeps one group in flight and issues the next at once.
 enum Mode : int { kAlone = 0, kBeside = 1, kPair = 2, kBesideSS = 3, kOwnSS = 4, kOwnRS = 5, kOwnBeside = 6,
-                  kBesideStsm = 7, kBesideStsmWgmma = 8, kPairBeside = 9, kModes };
+                  kBesideStsm = 7, kBesideStsmWgmma = 8, kPairBeside = 9, kBesideWaiting = 10, kModes };
 static const char* kModeName[kModes] = {"alone", "beside_wgmma", "pair", "beside_wgmma_ss", "own_wgmma_ss",
                                         "own_wgmma_rs", "own_wgmma_ss_beside_wgmma", "beside_stsm",
-                                        "beside_stsm_and_wgmma", "pair_beside_wgmma"};
+                                        "beside_stsm_and_wgmma", "pair_beside_wgmma", "beside_wgmma_waiting"};
 __host__ __device__ constexpr bool has_partner(int mode) {
-  return mode == kBeside || mode == kBesideSS || mode == kOwnBeside || mode == kBesideStsmWgmma || mode == kPairBeside;
+  return mode == kBeside || mode == kBesideSS || mode == kOwnBeside || mode == kBesideStsmWgmma || mode == kPairBeside ||
+         mode == kBesideWaiting;
 }
 // how many warpgroups run the step (warpgroups 0 and 1 in the pair modes)
 __host__ __device__ constexpr int steps_of(int mode) { return mode == kPair || mode == kPairBeside ? 2 : 1; }
@@ -401,7 +405,10 @@ __global__ void __launch_bounds__(threads_of(MODE), 1)
         issue_qk(s, q, k);
       }
       wg_commit();
-      wg_wait<1>();
+      if constexpr (MODE == kBesideWaiting)
+        wg_wait<0>();
+      else
+        wg_wait<1>();
       ++groups;
       // wgmma is .aligned: all four warps must leave the loop after the same group, so one thread reads
       // the flag and the warpgroup agrees on it through shared memory between two named barriers
@@ -904,7 +911,8 @@ static void run_kind(Report& report, const HostTiles& h, const DevTiles& d, int 
     for (int wg = 0; wg < steps_of(MODE); ++wg) worst = std::max(worst, check_kind(KIND, pp, out, wg));
     if (has_partner(MODE))
       partner = std::max(partner, check_partner(h, out, MODE == kBesideSS || MODE == kBesideStsmWgmma ||
-                                                        MODE == kPairBeside, steps_of(MODE) == 2));
+                                                        MODE == kPairBeside || MODE == kBesideWaiting,
+                                                steps_of(MODE) == 2));
     if (has_own(MODE)) own = std::max(own, acc_err(acc_ref(h, MODE != kOwnRS), out.data() + kOwnSlot, 64));
     if (has_stsm(MODE))
       for (int t = 0; t < 128; ++t) {  // a NaN (the poisoned slot: the stream never reported) is a failure
@@ -1137,6 +1145,19 @@ int main(int argc, char** argv) {
   const int rounds = 512, launches = 3;
   // `fa_consumer OUT cross`: the cross pairs only; `fa_consumer OUT stagger`: the staggered starts only (session 70)
   const bool cross_only = argc > 2 && std::string(argv[2]) == "cross";
+  if (argc > 2 && std::string(argv[2]) == "waiting") {  // the steps beside a partner that waits out its groups
+    run_kind<kEx2, kBesideSS>(report, h, d, rounds, launches);
+    run_kind<kEx2, kBesideWaiting>(report, h, d, rounds, launches);
+    run_kind<kRowMax, kBesideSS>(report, h, d, rounds, launches);
+    run_kind<kRowMax, kBesideWaiting>(report, h, d, rounds, launches);
+    run_kind<kRowSum, kBesideSS>(report, h, d, rounds, launches);
+    run_kind<kRowSum, kBesideWaiting>(report, h, d, rounds, launches);
+    run_kind<kRescale, kBesideWaiting>(report, h, d, rounds, launches);
+    run_kind<kCast, kBesideWaiting>(report, h, d, rounds, launches);
+    report.clock_probe("end");
+    report.write(out_path);
+    return 0;
+  }
   if (argc > 2 && std::string(argv[2]) == "stagger") {
     run_stagger<kEx2, kEx2>(report, d, 256, launches);
     run_stagger<kEx2, kRowMax>(report, d, 256, launches);

@@ -262,6 +262,16 @@ __device__ __forceinline__ void pipe_round(float (&x)[64], float (&m)[2], const 
   }
 }
 
+// wgmma is .aligned: all four warps of a streaming warpgroup must leave its loop after the same group, so thread 0's
+// reading of the stop condition is shared through shared memory between two named barriers (id 3).
+__device__ __forceinline__ bool warpgroup_agrees(int wtid, bool thread0_says, volatile int& shared) {
+  if (wtid == 0) shared = thread0_says;
+  bar_sync(3, 128);
+  const bool agreed = shared != 0;
+  bar_sync(3, 128);
+  return agreed;
+}
+
 // The stmatrix stream of kBesideStsm*: each warp stores its 4 KiB share of the 16 KiB tile (8 stmatrix.x4, 512 B
 // each) every round, the words salted by the round so that no store repeats the last, until warpgroup 0 is done;
 // then it reads its share back and counts the words that differ from its last round's (0: every store landed).
@@ -410,12 +420,7 @@ __global__ void __launch_bounds__(threads_of(MODE), 1)
       else
         wg_wait<1>();
       ++groups;
-      // wgmma is .aligned: all four warps must leave the loop after the same group, so one thread reads
-      // the flag and the warpgroup agrees on it through shared memory between two named barriers
-      if (wtid == 0) stop_all = done >= steps_of(MODE);
-      bar_sync(3, 128);
-      stop = stop_all;
-      bar_sync(3, 128);
+      stop = warpgroup_agrees(wtid, done >= steps_of(MODE), stop_all);
     } while (!stop);
     wg_wait<0>();
     fence_operands(s);
@@ -509,10 +514,7 @@ __global__ void __launch_bounds__(BESIDE ? 384 : 256, 1)
       wg_commit();
       wg_wait<1>();
       ++groups;
-      if (wtid == 0) stop_all = stepping <= 0;
-      bar_sync(3, 128);
-      stop = stop_all;
-      bar_sync(3, 128);
+      stop = warpgroup_agrees(wtid, stepping <= 0, stop_all);
     } while (!stop);
     wg_wait<0>();
     fence_operands(s);
@@ -1143,6 +1145,11 @@ int main(int argc, char** argv) {
   const HostTiles h = make_tiles(rng);
   const DevTiles d(h);
   const int rounds = 512, launches = 3;
+  const auto finish = [&] {
+    report.clock_probe("end");
+    report.write(out_path);
+    return 0;
+  };
   // `fa_consumer OUT cross`: the cross pairs only; `fa_consumer OUT stagger`: the staggered starts only (session 70)
   const bool cross_only = argc > 2 && std::string(argv[2]) == "cross";
   if (argc > 2 && std::string(argv[2]) == "waiting") {  // the steps beside a partner that waits out its groups
@@ -1154,9 +1161,7 @@ int main(int argc, char** argv) {
     run_kind<kRowSum, kBesideWaiting>(report, h, d, rounds, launches);
     run_kind<kRescale, kBesideWaiting>(report, h, d, rounds, launches);
     run_kind<kCast, kBesideWaiting>(report, h, d, rounds, launches);
-    report.clock_probe("end");
-    report.write(out_path);
-    return 0;
+    return finish();
   }
   if (argc > 2 && std::string(argv[2]) == "stagger") {
     run_stagger<kEx2, kEx2>(report, d, 256, launches);
@@ -1164,9 +1169,7 @@ int main(int argc, char** argv) {
     run_stagger<kRowMax, kEx2>(report, d, 256, launches);
     run_stagger<kRowSum, kEx2>(report, d, 256, launches);
     run_stagger<kRowMax, kRowSum>(report, d, 256, launches);
-    report.clock_probe("end");
-    report.write(out_path);
-    return 0;
+    return finish();
   }
   run_cross_both<kEx2, kRowMax>(report, h, d, rounds, launches);
   run_cross_both<kEx2, kRowSum>(report, h, d, rounds, launches);
@@ -1179,9 +1182,7 @@ int main(int argc, char** argv) {
   run_cross_both<kRowSum, kCast>(report, h, d, rounds, launches);
   run_cross_both<kRescale, kCast>(report, h, d, rounds, launches);
   if (cross_only) {
-    report.clock_probe("end");
-    report.write(out_path);
-    return 0;
+    return finish();
   }
   run_kind_all<kEx2>(report, h, d, rounds, launches);
   run_kind_all<kRowMax>(report, h, d, rounds, launches);
@@ -1193,7 +1194,5 @@ int main(int argc, char** argv) {
   run_loop<true, false>(report, h, d, steps, launches);
   run_loop<false, true>(report, h, d, steps, launches);
   run_loop<true, true>(report, h, d, steps, launches);
-  report.clock_probe("end");
-  report.write(out_path);
-  return 0;
+  return finish();
 }

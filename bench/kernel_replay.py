@@ -40,16 +40,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from replay_on_arch import FA_STEPS  # noqa: E402
+from replay_on_arch import FA_STEPS, step_cycles  # noqa: E402
 
 from twill.arch.registry import get_arch  # noqa: E402
-from twill.codegen.emit import emit_source  # noqa: E402
-from twill.codegen.plan import Plan, make_plan  # noqa: E402
-from twill.codegen.replay import Group, KernelReplay, Machine  # noqa: E402
+from twill.codegen.plan import Plan  # noqa: E402
+from twill.codegen.replay import Group, KernelReplay, Machine, emitted  # noqa: E402
 from twill.frontend.programs import load_program  # noqa: E402
 from twill.problem import Problem, build_problem  # noqa: E402
 from twill.schedule import Schedule  # noqa: E402
-from twill.validate import problem_for  # noqa: E402
 
 _MODES = {(False, False): "alone", (True, False): "beside_wgmma", (False, True): "pair", (True, True): "pair_beside_wgmma"}
 _K_STEP = 16  # a wgmma instruction's K for 16-bit inputs (PTX ISA: wgmma.mma_async m64nNk16)
@@ -63,8 +61,7 @@ def step_rates(path: str | Path) -> dict[str, dict[str, float]]:
     """Cycles per 64 x 128 round of each FA step (by the program's op name) in each situation of a fa_consumer
     record; a missing ``pair_beside_wgmma`` (records before session 69) is the pair's cost scaled as one
     warpgroup's is beside a wgmma."""
-    records = json.loads(Path(path).read_text())["records"]
-    cycles = {(r["step"], r["mode"]): r["cycles"] for r in records if r.get("kind") == "step"}
+    cycles = step_cycles(path)
     out = {}
     for op, step in FA_STEPS.items():
         row = {mode: cycles[step, mode] for mode in _MODES.values() if (step, mode) in cycles}
@@ -223,9 +220,7 @@ def replay_kernel(schedule: str | Path, costs: str | None = None, model: Model |
                   turns: bool = True) -> KernelReplay:
     """The kernel `twill codegen` writes for ``schedule``, replayed statement by statement."""
     sched = Schedule.read(schedule)
-    # planned and emitted as `twill codegen` does, without its validation: a kernel kept as measured (an older
-    # model's schedule) replays as it ran
-    source = emit_source(plan := make_plan(sched, problem_for(sched), turns=turns))
+    source, plan = emitted(sched, turns)
     arch = get_arch(costs or sched.arch_path or sched.arch)
     problem = build_problem(load_program(sched.program, arch, dict(sched.body.params)), arch)
     model = model or Model()
@@ -244,9 +239,48 @@ def _print_lines(r: KernelReplay) -> None:
                 print(f"    {c:7.0f}  {code[:100]}")
 
 
+# The FA kernels measured on the GPU, as (name, schedule, Nsight report prefix): Nsight Compute's SM active cycles over
+# 16 waves x 64 KV steps at 1x32x8192 (`bench/gpu/ncu_summary.py`). The replay's configurations were compared on the
+# first eight (docs/benchmarks.md, "The kernel's own statements replayed"); the main job's kernel was measured after.
+MEASURED = (
+    ("fa_opt", "bench/codegen/fa_opt.json", "bench/results/h100/mio/ncu_fa_opt"),
+    ("fa_mio", "bench/codegen/fa_mio.json", "bench/results/h100/mio/ncu_fa_mio"),
+    ("fa_war", "bench/codegen/fa_war.json", "bench/results/h100/war/ncu_fa_war"),
+    ("fa_handoff_copy", "bench/codegen/fa_handoff_copy.json", "bench/results/h100/mio/ncu_fa_handoff_copy"),
+    ("fa_handoff (SS)", "bench/results/h200/handoff/fa_handoff.json", "bench/results/h200/handoff/ncu/ncu_fa_handoff_ss"),
+    ("fa_cap", "bench/results/h200/fa_variants/fa_cap.json", "bench/results/h200/fa_variants/ncu_fa_cap"),
+    ("fa_opt2 (240 registers)", "bench/results/h200/fa_variants/fa_opt2.json",
+     "bench/results/h200/regs_sweep/ncu/ncu_fa_opt2_r240"),
+    ("one-tile h100 optimum (session 63)", "bench/results/h200/handoff/fa_onetile_h100.json",
+     "bench/results/h100/lines/ncu_fa_onetile_h100"),
+    ("the main job's kernel (measured after)", "bench/codegen/fa_onetile_h100.json",
+     "bench/results/h100/onetile/ncu_fa_onetile_h100"),
+)
+_STEPS = 16 * 64
+
+
+def _table(costs: str | None, model: Model, n_iter: int) -> None:
+    """The replay of every measured kernel against its Nsight cycles per KV step."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent / "gpu"))
+    from ncu_summary import active_cycles
+
+    print("| kernel | measured | replay | error |\n|---|---|---|---|")
+    errors = []
+    for name, schedule, prefix in MEASURED:
+        measured = active_cycles(prefix) / _STEPS
+        replayed = replay_kernel(schedule, costs, model, n_iter).cycles_per_iteration
+        errors.append((replayed - measured) / measured)
+        print(f"| {name} | {measured:.0f} | {replayed:.0f} | {100 * errors[-1]:+.1f}% |")
+    compared = errors[:-1]
+    print(f"within 10%: {sum(abs(e) <= 0.1 for e in compared)} of {len(compared)} compared, the largest "
+          f"{100 * max(abs(e) for e in compared):.1f}%; the kernel measured after: {100 * errors[-1]:+.1f}%")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("schedules", nargs="+")
+    ap.add_argument("schedules", nargs="*")
+    ap.add_argument("--table", action="store_true", help="replay every kernel measured on the GPU (MEASURED) against "
+                    "its Nsight cycles per KV step")
     ap.add_argument("--costs", help="arch whose costs time the statements (default: the schedule's)")
     ap.add_argument("--rates", metavar="FA_CONSUMER_JSON", help="FA's register steps at their measured rates by situation")
     ap.add_argument("--cross", metavar="FA_CONSUMER_CROSS_JSON",
@@ -266,6 +300,9 @@ def main() -> None:
                   cross=cross_rates(args.cross) if args.cross else {}, queue=args.tc_queue,
                   steps={k: int(v) for k, v in (x.split("=", 1) for x in args.step)},
                   statement_cost=args.statement_cost, sync=args.sync)
+    if args.table:
+        _table(args.costs, model, args.iterations)
+        return
     print("| schedule | II | kernel replay cycles/iteration | waits per iteration, per group (turn / retire / "
           "mbarrier / unit) |\n|---|---|---|---|")
     for path in args.schedules:

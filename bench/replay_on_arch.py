@@ -107,10 +107,15 @@ FA_STEPS = {"rowmax": "row_max", "exp": "ex2", "rowsum": "row_sum", "cast": "cas
 
 
 @functools.cache
+def step_cycles(path: str | Path) -> dict[tuple[str, str], float]:
+    """A fa_consumer record's cycles per round of each step in each mode: (step, mode) -> cycles."""
+    records = json.loads(Path(path).read_text())["records"]
+    return {(r["step"], r["mode"]): r["cycles"] for r in records if r.get("kind") == "step"}
+
+
 def alone_ratios(records: str) -> dict[str, float]:
     """Each FA step's cycles alone over its cycles beside another warpgroup's wgmmas, from a fa_consumer record."""
-    records = json.loads(Path(records).read_text())["records"]
-    cycles = {(r["step"], r["mode"]): r["cycles"] for r in records if r.get("kind") == "step"}
+    cycles = step_cycles(records)
     return {step: cycles[step, "alone"] / cycles[step, "beside_wgmma"] for step in FA_STEPS.values()}
 
 

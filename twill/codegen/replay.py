@@ -29,7 +29,7 @@ from twill.codegen.protocol import executed
 from twill.problem import Problem
 from twill.schedule import Schedule
 
-__all__ = ["KernelReplay", "Machine", "replay", "replay_schedule"]
+__all__ = ["KernelReplay", "Machine", "emitted", "replay", "replay_schedule"]
 
 _OP = re.compile(r"^(\w+?)(?: of iteration [^:]+)?: group \d+")
 _NAMED = re.compile(r'"bar\.(sync|arrive) (\d+), (\d+);')
@@ -297,12 +297,17 @@ def replay(source: str, plan: Plan, costs: Problem, n_iter: int = 32, sync: tupl
     return machine.result()
 
 
-def replay_schedule(sched: Schedule, costs: Problem | None = None, n_iter: int = 32, turns: bool | str = True,
-                    sync: tuple[float, float] = (0.0, 0.0)) -> KernelReplay:
-    """The kernel `twill codegen` writes for ``sched`` (planned and emitted without the validation, so that a kernel
-    kept as measured, an older model's schedule, replays as it ran), on ``costs`` (default: the schedule's own)."""
+def emitted(sched: Schedule, turns: bool | str = True) -> tuple[str, Plan]:
+    """The source and plan `twill codegen` writes for ``sched``, without its validation: a kernel kept as measured
+    (an older model's schedule) replays as it ran."""
     from twill.validate import problem_for
 
-    own = problem_for(sched)
-    plan = make_plan(sched, own, turns=turns)
-    return replay(emit_source(plan), plan, costs or own, n_iter, sync)
+    plan = make_plan(sched, problem_for(sched), turns=turns)
+    return emit_source(plan), plan
+
+
+def replay_schedule(sched: Schedule, costs: Problem | None = None, n_iter: int = 32, turns: bool | str = True,
+                    sync: tuple[float, float] = (0.0, 0.0)) -> KernelReplay:
+    """The kernel `twill codegen` writes for ``sched`` (`emitted`), on ``costs`` (default: the schedule's own)."""
+    source, plan = emitted(sched, turns)
+    return replay(source, plan, costs or plan.problem, n_iter, sync)

@@ -1035,6 +1035,23 @@ def test_one_tile_fa_h100_is_proven_optimal_by_the_probe_one_under_its_schedule(
 
 
 @pytest.mark.slow
+def test_two_tile_fa_b200_d256_lowers_its_first_schedule_where_the_descent_finds_nothing():
+    """Two-tile FA forward on b200 at head_dim 256 (fresh suite row): the descent finds nothing under the
+    constructive scheduler's 8657, and the neighbourhoods then start from that schedule (``Context.upper``) and reach
+    7054; before session 71 they ran only from a descent's schedule, and the answer was 8657 >= 4097."""
+    from dataclasses import replace
+
+    from twill.solver.search import solve
+
+    said: list[str] = []
+    options = replace(SolveOptions(workers=2, time_limit=600, work_limit=30), progress=said.append)
+    sched = solve(problem("fa_fwd", "b200", subtiles=2, head_dim=256), options)
+    assert (sched.ii, sched.ii_lower_bound) == (7054, 4097), sched.proof
+    assert not any(line.startswith("descent from the first schedule") for line in said)
+    assert any(line.startswith("the neighbourhoods from the best known schedule: II 7054") for line in said)
+
+
+@pytest.mark.slow
 def test_one_tile_fa_b200_reaches_1731_and_the_2_percent_probe_refutes_1697():
     """One-tile FA forward on b200 at the default budget: the descent stops at 1844 and the neighbourhoods from that
     schedule reach 1731, the least II any probe has found (the optimum lies in [1711, 1731]; docs/benchmarks_notes.md,

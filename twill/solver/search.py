@@ -429,15 +429,20 @@ def _improve_small(ctx: Context, floor: int, best: Found | None) -> Found | None
     a whole schedule to one II and fail where it must change shape; the neighbourhoods re-solve a part at a time
     (one-tile FA b200: the descent stops at 1763, its probes at 1714, 1738 and 1750 undecided, and the neighbourhoods
     reach 1731 in 3.1 units). Within ``CLOSE`` the schedule needs a proof, not a lower II, so the bisection keeps the
-    work there (docs/benchmarks_notes.md, session 61)."""
-    if best is None or len(ctx.problem.ops) >= IMPROVE_OPS or best.ii <= CLOSE * floor or ctx.work.left() <= 0:
+    work there (docs/benchmarks_notes.md, session 61). Where the descent found nothing, from the best schedule
+    known (``Context.upper``): two-tile FA b200 at head_dim 256, whose descent finds nothing under the constructive
+    scheduler's 8657, reaches 7054 (session 71)."""
+    ii = best.ii if best is not None else None if ctx.upper is None else ctx.upper.ii
+    if ii is None or len(ctx.problem.ops) >= IMPROVE_OPS or ii <= CLOSE * floor or ctx.work.left() <= 0:
         return None
-    ctx.hold(best)
-    out = improve(ctx, Window(floor, best.ii), SMALL_IMPROVE)
-    if out.found is None or out.found.ii >= best.ii:
+    if best is not None:
+        ctx.hold(best)
+    out = improve(ctx, Window(floor, ii), SMALL_IMPROVE)
+    if out.found is None or out.found.ii >= ii:
         return None
     ctx.hold(out.found)
-    ctx.report(f"the neighbourhoods from the descent's schedule: II {out.found.ii}")
+    source = "best known" if best is None else "descent's"
+    ctx.report(f"the neighbourhoods from the {source} schedule: II {out.found.ii}")
     return out.found
 
 

@@ -835,18 +835,21 @@ def optimality_probe(ctx: Context, lo: int, units: float, ii: int | None = None)
 
 def close_target(ii: int) -> int:
     """The highest II whose refutation leaves a schedule at ``ii`` within ``CLOSE`` of the floor it raises:
-    refuted, the floor is that II + 1 and ``ii <= CLOSE * floor``. (Session 71: one above it, as before, was the
-    harder probe for nothing: one-tile FA b200's 1731 needs 1697 refuted, 4.7 units cold at seed 0, where 1698 took
-    7.1.)"""
+    refuted, the floor is that II + 1 and ``ii <= CLOSE * floor`` (``search._one_under``'s probe where the floor lies
+    further down: one-tile FA b200's 1731 needs 1697 refuted, 4.7 units cold at seed 0, where 1698 takes 7.1;
+    docs/benchmarks_notes.md, session 71)."""
     return math.ceil(ii / CLOSE) - 1
 
 
 def _close_target(ctx: Context, failed: int, top: int) -> int | None:
-    """``close_target`` under the best schedule known, where it lies strictly inside (failed, top): refuted, that
-    schedule is within ``CLOSE`` of optimal."""
+    """The II ``CLOSE`` under the best schedule known, one above ``close_target``, where it lies strictly inside
+    (failed, top): refuted, that schedule is within ``CLOSE`` of optimal. One above, because this probe has the
+    larger budget (``BISECT_CLOSE_II``) and a refutation there leaves one II fewer to the ordinary probes above it
+    (fresh random-recurrence-16512: at ``close_target`` the bisection refutes 621 and leaves 622 undecided, 624 >=
+    622; here it refutes 622 and then 623, 624 optimal; session 71)."""
     if ctx.upper is None:
         return None
-    target = close_target(ctx.upper.ii)
+    target = close_target(ctx.upper.ii) + 1
     return target if failed < target < top and target < ctx.upper.ii - 1 else None
 
 

@@ -430,10 +430,13 @@ def _improve_small(ctx: Context, floor: int, best: Found | None) -> Found | None
     (one-tile FA b200: the descent stops at 1763, its probes at 1714, 1738 and 1750 undecided, and the neighbourhoods
     reach 1731 in 3.1 units). Within ``CLOSE`` the schedule needs a proof, not a lower II, so the bisection keeps the
     work there (docs/benchmarks_notes.md, session 61). Where the descent found nothing, from the best schedule
-    known (``Context.upper``): two-tile FA b200 at head_dim 256, whose descent finds nothing under the constructive
-    scheduler's 8657, reaches 7054 (session 71)."""
+    known (``Context.upper``), if that lies more than ``IMPROVE_GAP`` over the floor: two-tile FA b200 at head_dim
+    256, whose descent finds nothing under the constructive scheduler's 8657, reaches 7054; nearer the floor the
+    window phases' proof is worth more (fresh random-recurrence-16512: 634 over the floor 578, 7.1 units for 633, and
+    it lost the proof of 624 that the windows find; session 71)."""
     ii = best.ii if best is not None else None if ctx.upper is None else ctx.upper.ii
-    if ii is None or len(ctx.problem.ops) >= IMPROVE_OPS or ii <= CLOSE * floor or ctx.work.left() <= 0:
+    gap = CLOSE if best is not None else IMPROVE_GAP
+    if ii is None or len(ctx.problem.ops) >= IMPROVE_OPS or ii <= gap * floor or ctx.work.left() <= 0:
         return None
     if best is not None:
         ctx.hold(best)

@@ -197,29 +197,6 @@ def test_one_tile_fa_h100_is_within_two_percent_of_its_proven_bound():
     assert "refuting one II refutes every smaller one" in sched.proof
 
 
-@pytest.mark.slow
-def test_the_probe_one_under_the_best_schedule_proves_it_optimal(monkeypatch):
-    """random-regs-16008 (11 ops, h100): every II up to 724 is refuted and the best schedule is 727; the probe at
-    726, whose refutation is the proof, gets the close probe's budget and a cold solve at LP level 2, and refutes
-    it (refuted cold at level 2 in 2.6-4.3 units over three seeds; restarts of 3 had left 726 and then 725
-    undecided: 727 >= 725). (What a probe's solves are: the test above.)"""
-    from bench.suite.cases import build_case, read_manifest
-    from twill.solver import phases
-
-    calls, real = [], phases._bisect_probe
-
-    def spy(ctx, ii, budget, until, cold=True):
-        calls.append((ii, ctx.upper.ii if ctx.upper is not None else None, budget.at_least, cold))
-        return real(ctx, ii, budget, until, cold)
-
-    monkeypatch.setattr(phases, "_bisect_probe", spy)
-    case = next(c for c in read_manifest("tuned")["cases"] if c["id"] == "random-regs-16008-n11-h100")
-    p = build_case(case)
-    sched = solve(p, SolveOptions(workers=2, work_limit=30, time_limit=600))
-    assert (sched.ii, sched.status) == (727, "optimal") and validate(p, sched) == []
-    assert any(c[:2] == (726, 727) and c[2] >= phases.BISECT_CLOSE_II.at_least and c[3] for c in calls)
-
-
 def test_the_staged_descent_halves_and_stops_at_one_miss_before_a_find_two_after(monkeypatch):
     """The staged descent halves between its highest miss (at first the floor) and the lowest schedule; it stops at
     its first probe without a schedule, or at its second in a row once it has found one (``STAGED_MISSES``,

@@ -333,38 +333,6 @@ def test_the_probe_one_under_the_best_schedule_proves_it_before_any_window():
     assert lower.ii == opt and ctx.refuted_below == 0
 
 
-def test_the_probe_goes_to_the_close_target_where_the_floor_lies_far_under_the_schedule(monkeypatch):
-    """Where refuting one under the best schedule is not needed to bring it within ``CLOSE`` of the floor,
-    ``search._one_under`` probes ``phases.close_target`` instead (the highest II whose refutation does): under it
-    the optimum, that II is refuted and the floor lifted to one above it, with the schedule within ``CLOSE``; at or
-    above the optimum, the probe finds a schedule there. ``CLOSE`` widened to 25% so that a tiny body's IIs can
-    tell the two probes apart."""
-    from twill.solver import phases, search
-    from twill.solver.phases import Context, close_target
-    from twill.solver.run import Work
-    from twill.solver.search import _one_under
-
-    monkeypatch.setattr(phases, "CLOSE", 1.25)
-    monkeypatch.setattr(search, "CLOSE", 1.25)
-    p = _tiny(SWITCHING[0])
-    opt, lb = _optimum(p), lower_bound(p, SolveOptions(workers=1))
-    said: list[str] = []
-    options = replace(SolveOptions(workers=1), progress=said.append)
-    far = next(x for x in range(opt + 2, opt + 40) if lb <= close_target(x) < opt)
-    ctx = Context(p, options, Work.starting_now(3600, 60))
-    best = _at(ctx, far)
-    target = close_target(far)
-    assert target < far - 1 and far <= 1.25 * (target + 1) and far > 1.25 * target
-    assert _one_under(ctx, lb, best) is best
-    assert ctx.refuted_below == target + 1 and ctx.refutations[-1][:2] == (lb, target)
-    assert said[-1].startswith(f"II {target} refuted: the schedule at II {far} is within 25% of optimal")
-    farther = next(x for x in range(far, far + 40) if close_target(x) >= opt and close_target(x) < x - 1)
-    ctx = Context(p, options, Work.starting_now(3600, 60))
-    lower = _one_under(ctx, lb, _at(ctx, farther))
-    assert lower.ii <= close_target(farther) and ctx.refuted_below == 0
-    assert said[-1].startswith(f"II {lower.ii}: a schedule 25% under the best")
-
-
 def test_the_probe_one_under_keeps_to_monotone_problems_with_work_and_room():
     """No probe (and no work spent) where feasibility is not monotone, where the floor already meets the
     schedule, or where less than ``OPTIMALITY_LEAST`` units would be the probe's."""

@@ -61,7 +61,7 @@ from twill.solver.strategies import producer_consumer_split
 
 __all__ = ["Verdict", "Window", "Found", "Outcome", "Context", "Phase", "WINDOW_PHASES", "UNDECIDED_PHASES",
            "refute_below", "complete", "memory_bound", "improve", "IMPROVE", "IMPROVE_GAP", "IMPROVE_OPS", "pull_to_floor",
-           "staged_descent", "STAGED_DESCENT", "optimality_probe", "BISECT_CLOSE_II", "close_target"]
+           "staged_descent", "STAGED_DESCENT", "optimality_probe", "BISECT_CLOSE_II"]
 
 FEASIBLE = (cp_model.OPTIMAL, cp_model.FEASIBLE)
 
@@ -816,13 +816,12 @@ def _run_probes(ctx: Context, plans: list[tuple[int, Budget, bool]], until: floa
     return results
 
 
-def optimality_probe(ctx: Context, lo: int, units: float, ii: int | None = None) -> tuple[int, Found | None]:
-    """The bisection's probe at ``ii``, by default one under the best schedule (``_bisect_probe``: its repair, then
-    one cold solve), taken before any window above ``lo``, for at most ``units``: on a monotone problem its refutation
-    refutes every II below it, so one under the best it is the proof, and ``close_target`` under it the schedule's
-    2%, however far below the floor stands. Charged to the sweeps' total like any bisection probe; undecided, it is
-    recorded so that no window's bisection spends its work on that II again."""
-    ii = ctx.upper.ii - 1 if ii is None else ii
+def optimality_probe(ctx: Context, lo: int, units: float) -> tuple[int, Found | None]:
+    """The bisection's probe one under the best schedule (``_bisect_probe``: its repair, then one cold solve), taken
+    before any window above ``lo``, for at most ``units``: on a monotone problem its refutation refutes every II
+    below it, so it is the proof, however far below the floor stands. Charged to the sweeps' total like any
+    bisection probe; undecided, it is recorded so that no window's bisection spends its work on that II again."""
+    ii = ctx.upper.ii - 1
     start = ctx.work.spent
     status, found = _bisect_probe(ctx, ii, replace(BISECT_II, at_least=units), ctx.work.until(units))
     ctx.swept += ctx.work.spent - start
@@ -833,23 +832,12 @@ def optimality_probe(ctx: Context, lo: int, units: float, ii: int | None = None)
     return status, found
 
 
-def close_target(ii: int) -> int:
-    """The highest II whose refutation leaves a schedule at ``ii`` within ``CLOSE`` of the floor it raises:
-    refuted, the floor is that II + 1 and ``ii <= CLOSE * floor`` (``search._one_under``'s probe where the floor lies
-    further down: one-tile FA b200's 1731 needs 1697 refuted, 4.7 units cold at seed 0, where 1698 takes 7.1;
-    docs/benchmarks_notes.md, session 71)."""
-    return math.ceil(ii / CLOSE) - 1
-
-
 def _close_target(ctx: Context, failed: int, top: int) -> int | None:
-    """The II ``CLOSE`` under the best schedule known, one above ``close_target``, where it lies strictly inside
-    (failed, top): refuted, that schedule is within ``CLOSE`` of optimal. One above, because this probe has the
-    larger budget (``BISECT_CLOSE_II``) and a refutation there leaves one II fewer to the ordinary probes above it
-    (fresh random-recurrence-16512: at ``close_target`` the bisection refutes 621 and leaves 622 undecided, 624 >=
-    622; here it refutes 622 and then 623, 624 optimal; session 71)."""
+    """The II ``CLOSE`` under the best schedule known, where it lies strictly inside (failed, top): refuted, that
+    schedule is within ``CLOSE`` of optimal."""
     if ctx.upper is None:
         return None
-    target = close_target(ctx.upper.ii) + 1
+    target = math.ceil(ctx.upper.ii / CLOSE)
     return target if failed < target < top and target < ctx.upper.ii - 1 else None
 
 

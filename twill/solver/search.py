@@ -51,7 +51,6 @@ from twill.solver.phases import (
     Outcome,
     Verdict,
     Window,
-    close_target,
     descent,
     improve,
     optimality_probe,
@@ -465,11 +464,7 @@ def _one_under(ctx: Context, floor: int, best: Found | None) -> Found | None:
     if units < OPTIMALITY_LEAST:
         return best
     ctx.hold(best)
-    lo = max(floor, ctx.refuted_below)
-    close = close_target(best.ii)
-    if lo <= close < best.ii - 1:
-        return _close_probe(ctx, lo, close, units, best)
-    status, found = optimality_probe(ctx, lo, units)
+    status, found = optimality_probe(ctx, max(floor, ctx.refuted_below), units)
     if status == cp_model.INFEASIBLE:
         ctx.report(f"II {best.ii - 1} refuted: the schedule at II {best.ii} is optimal")
         return best
@@ -478,24 +473,6 @@ def _one_under(ctx: Context, floor: int, best: Found | None) -> Found | None:
         return best
     ctx.hold(found)
     ctx.report(f"II {found.ii}: a schedule one under the best")
-    return found
-
-
-def _close_probe(ctx: Context, lo: int, close: int, units: float, best: Found) -> Found:
-    """Where the floor lies more than ``CLOSE`` under the best schedule, ``_one_under``'s probe goes to the II whose
-    refutation brings the schedule within ``CLOSE`` (``phases.close_target``) instead: near the optimum refutations
-    cost most, and a 2% proof is what the user reads first (one-tile FA b200: 1730 stayed undecided in 5.8 units
-    and the 2% probe had 4.1 left, where it needs 4.7; docs/benchmarks_notes.md, session 71). A schedule it finds
-    there is the new best."""
-    status, found = optimality_probe(ctx, lo, units, close)
-    if status == cp_model.INFEASIBLE:
-        ctx.report(f"II {close} refuted: the schedule at II {best.ii} is within {CLOSE - 1:.0%} of optimal")
-        return best
-    if found is None:
-        ctx.report(f"II {close}: undecided in {units:.1f} units; the windows go on from the floor")
-        return best
-    ctx.hold(found)
-    ctx.report(f"II {found.ii}: a schedule {CLOSE - 1:.0%} under the best")
     return found
 
 

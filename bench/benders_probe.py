@@ -10,7 +10,9 @@ only adds constraints to that subproblem (more issue, more registers, more depen
 of the core's ops in one group: the cut sum_v x[v, g] <= |core| - 1 for every g. No core: the cut excludes that one
 partition. When the structure relaxation has no grouping left, the II is refuted; a pinned schedule is a schedule;
 an undecided pinned solve stops the loop (undecided). Prints the groupings tried, the cores and the units spent.
-CASE is a suite case id (bench/suite/*.json).
+CASE is a suite case id (bench/suite/*.json). ``--search-loop TOTAL`` runs the search's own loop instead
+(``twill.solver.groupings.decide_by_groupings``), e.g. ``--ii 2600 --units 5 --search-loop 60`` on
+random-handoff-16524-n15-h100 (docs/benchmarks_notes.md, session 71).
 
 With ``--assumption-cores`` the cores come from CP-SAT itself: one joint model at the II, each grouping stated as
 assumptions on pair literals (same group / different groups, label-free), and a refutation's
@@ -33,7 +35,7 @@ from twill.arch.registry import get_arch  # noqa: E402
 from twill.ir import LoopBody  # noqa: E402
 from twill.options import SolveOptions  # noqa: E402
 from twill.problem import Problem, build_problem  # noqa: E402
-from twill.solver.groupings import pair_literals  # noqa: E402
+from twill.solver.groupings import decide_by_groupings, pair_literals  # noqa: E402
 from twill.solver.hints import first_use_labels  # noqa: E402
 from twill.solver.model import build_model  # noqa: E402
 from twill.solver.run import Work, solver  # noqa: E402
@@ -209,6 +211,15 @@ def decide_by_assumptions(p: Problem, ii: int, units: float, cap: int) -> None:
           f"(median {sizes[len(sizes) // 2] if sizes else 0}) of {len(pairs)}")
 
 
+def decide_as_the_search(p: Problem, ii: int, per_grouping: float, total: float) -> None:
+    """The search's own loop (``twill.solver.groupings.decide_by_groupings``: assumption cores, then the grouping
+    fixed) at ``ii`` on one worker, with ``per_grouping`` units per joint solve and ``total`` in all."""
+    work, t0 = Work.starting_now(3600, total + per_grouping), time.time()
+    status, _, _ = decide_by_groupings(p, SolveOptions(workers=1), ii, work, work.until(total), per_grouping)
+    verdict = {cp_model.INFEASIBLE: "refuted", cp_model.FEASIBLE: "schedule"}.get(status, "undecided")
+    print(f"II {ii}: {verdict}, {work.spent:.1f} units, {time.time() - t0:.0f} s", flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("case")
@@ -221,9 +232,14 @@ def main() -> None:
     ap.add_argument("--past-undecided", action="store_true", help="go on past an undecided grouping, cutting it")
     ap.add_argument("--assumption-cores", action="store_true",
                     help="cores from CP-SAT's assumptions on pair literals (past undecided groupings)")
+    ap.add_argument("--search-loop", type=float, metavar="TOTAL",
+                    help="the search's own loop (decide_by_groupings) with --units per grouping and TOTAL units in all")
     a = ap.parse_args()
     p = case_problem(a.case)
     for ii in (int(x) for x in a.ii.split(",")):
+        if a.search_loop is not None:
+            decide_as_the_search(p, ii, a.units, a.search_loop)
+            continue
         if a.assumption_cores:
             decide_by_assumptions(p, ii, a.units, a.cap)
             continue

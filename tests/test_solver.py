@@ -1054,8 +1054,8 @@ def test_two_tile_fa_b200_d256_lowers_its_first_schedule_where_the_descent_finds
 
 @pytest.mark.slow
 def test_one_tile_fa_b200_reaches_1731_through_the_neighbourhoods_after_the_descent():
-    """One-tile FA forward on b200 at the default budget: the descent stops at 1763 (its repairs at 1714, 1738 and
-    1750 undecided) and the neighbourhoods from that schedule reach 1731, the least II any probe has found (the
+    """One-tile FA forward on b200 at the default budget: the descent stops at 1844 (1763 before session 63's model
+    fixes) and the neighbourhoods from that schedule reach 1731, the least II any probe has found (the
     optimum lies in [1711, 1731]; docs/benchmarks_notes.md, session 61), where the search ended at 1762 before."""
     from dataclasses import replace
 

@@ -433,7 +433,8 @@ def _improve_small(ctx: Context, floor: int, best: Found | None) -> Found | None
     256, whose descent finds nothing under the constructive scheduler's 8657, reaches 7054; nearer the floor the
     window phases' proof is worth more (fresh random-recurrence-16512: 634 over the floor 578, 7.1 units for 633, and
     it lost the proof of 624 that the windows find; session 71)."""
-    ii = best.ii if best is not None else None if ctx.upper is None else ctx.upper.ii
+    start = best if best is not None else ctx.upper
+    ii = None if start is None else start.ii
     gap = CLOSE if best is not None else IMPROVE_GAP
     if ii is None or len(ctx.problem.ops) >= IMPROVE_OPS or ii <= gap * floor or ctx.work.left() <= 0:
         return None

@@ -816,18 +816,21 @@ def _run_probes(ctx: Context, plans: list[tuple[int, Budget, bool]], until: floa
     return results
 
 
-def optimality_probe(ctx: Context, lo: int, units: float) -> tuple[int, Found | None]:
+def optimality_probe(ctx: Context, lo: int, units: float, ii: int | None = None,
+                     cold: bool = True) -> tuple[int, Found | None]:
     """The bisection's probe one under the best schedule (``_bisect_probe``: its repair, then one cold solve), taken
     before any window above ``lo``, for at most ``units``: on a monotone problem its refutation refutes every II
     below it, so it is the proof, however far below the floor stands. Charged to the sweeps' total like any
-    bisection probe; undecided, it is recorded so that no window's bisection spends its work on that II again."""
-    ii = ctx.upper.ii - 1
+    bisection probe; undecided, it is recorded so that no window's bisection spends its work on that II again.
+    ``ii``: another II to probe (the ``CLOSE`` point, ``search._one_under``); ``cold=False``: the repair alone, a
+    finder only, whose failure records nothing."""
+    ii = ctx.upper.ii - 1 if ii is None else ii
     start = ctx.work.spent
-    status, found = _bisect_probe(ctx, ii, replace(BISECT_II, at_least=units), ctx.work.until(units))
+    status, found = _bisect_probe(ctx, ii, replace(BISECT_II, at_least=units), ctx.work.until(units), cold)
     ctx.swept += ctx.work.spent - start
     if status == cp_model.INFEASIBLE:
         ctx.refuted(lo, ii, "CP-SAT on one worker (the joint model), and monotonicity")
-    elif found is None:
+    elif found is None and cold:
         ctx.undecided = ii
     return status, found
 

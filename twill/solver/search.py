@@ -458,14 +458,39 @@ def _one_under(ctx: Context, floor: int, best: Found | None) -> Found | None:
     left): refuted, the schedule is optimal. The windows from the floor would come to that II last, after
     refutations that leave the answer as it is: one-tile FA h100 spent 15.7 units raising its floor 2049 -> 2416 and
     had none left for 2438 (3.84 units cold), FA d256 h100 (fresh) 17 units raising 4097 -> 6112 with 6200 needing
-    7.33 (docs/benchmarks_notes.md, session 62). The best schedule after it: the one it found, else ``best``."""
+    7.33 (docs/benchmarks_notes.md, session 62). The best schedule after it: the one it found, else ``best``.
+    Where the floor lies more than ``CLOSE`` under the schedule, first the repair alone one under (two-tile FA b200
+    finds 2510 under 2511 so in 0.1 units), then the probe at the highest II whose refutation brings the schedule
+    within ``CLOSE`` of optimal, then the cold probe one under with what is left: one-tile FA b200 refutes 1697 and
+    ends 1731 >= 1698 (1.9%) where the probe one under, undecided, had left the floor at 1642; one-tile FA h100
+    refutes 2391 and then 2438. Probing the CLOSE point instead of one under lost two FA proofs (session 71); this
+    order lost none on the suite, and one fresh floor (random-handoff-16525: 2152 -> 2086; session 72)."""
     if best is None or not ctx.monotone or not best.free(ctx.options) or best.ii - 1 < max(floor, ctx.refuted_below):
         return best
     units = min(BISECT_CLOSE_II.at_least, ctx.work.left() / 2)
     if units < OPTIMALITY_LEAST:
         return best
     ctx.hold(best)
-    status, found = optimality_probe(ctx, max(floor, ctx.refuted_below), units)
+    lo = max(floor, ctx.refuted_below)
+    target = math.ceil(best.ii / CLOSE) - 1
+    if target > lo:
+        _, found = optimality_probe(ctx, lo, units, cold=False)
+        if found is not None:
+            ctx.hold(found)
+            ctx.report(f"II {found.ii}: a schedule one under the best")
+            return found
+        status, found = optimality_probe(ctx, lo, units, target)
+        if found is not None:
+            ctx.hold(found)
+            ctx.report(f"II {found.ii}: a schedule {CLOSE - 1:.0%} under the best")
+            return found
+        ctx.report(f"II {target} " + ("refuted: the schedule is within 2% of optimal" if status == cp_model.INFEASIBLE
+                                      else f"undecided in {units:.1f} units"))
+        lo = max(lo, ctx.refuted_below)
+        units = min(BISECT_CLOSE_II.at_least, ctx.work.left() / 2)
+        if units < OPTIMALITY_LEAST:
+            return best
+    status, found = optimality_probe(ctx, lo, units)
     if status == cp_model.INFEASIBLE:
         ctx.report(f"II {best.ii - 1} refuted: the schedule at II {best.ii} is optimal")
         return best

@@ -473,7 +473,7 @@ def _one_under(ctx: Context, floor: int, best: Found | None) -> Found | None:
     ctx.hold(best)
     lo = max(floor, ctx.refuted_below)
     target = math.ceil(best.ii / CLOSE) - 1
-    if target > lo:
+    if lo < target < best.ii - 1:  # under II 51 the 2% point is one under: the probe below is that probe
         _, found = optimality_probe(ctx, lo, units, cold=False)
         if found is not None:
             ctx.hold(found)

@@ -333,6 +333,46 @@ def test_the_probe_one_under_the_best_schedule_proves_it_before_any_window():
     assert lower.ii == opt and ctx.refuted_below == 0
 
 
+def test_far_under_the_schedule_the_repair_then_the_close_point_then_the_cold_probe_one_under(monkeypatch):
+    """``search._one_under`` where the floor lies more than ``CLOSE`` under the best schedule (II 1731, floor 1642:
+    one-tile FA b200's numbers): the repair alone one under, then the probe at ``close_target`` (1697), then the cold
+    probe one under; the refuted 1697 raises the floor the last probe starts from. A schedule from the repair ends
+    it at once; none of the three where the 2% point is one under (II 50)."""
+    from types import SimpleNamespace
+
+    from twill.solver import search
+    from twill.solver.phases import close_target
+
+    assert close_target(1731) == 1697 and close_target(50) == 49
+    calls: list[tuple[int, int | None, bool]] = []
+    repaired = SimpleNamespace(ii=1730)
+
+    def probe(ctx, lo, units, ii=None, cold=True):
+        calls.append((lo, ii, cold))
+        if ii == 1697:
+            ctx.refuted_below = 1698
+            return cp_model.INFEASIBLE, None
+        return (cp_model.FEASIBLE, repaired) if not cold and ctx.repairs else (cp_model.UNKNOWN, None)
+
+    said: list[str] = []
+    work = SimpleNamespace(left=lambda: 30.0)
+    best = SimpleNamespace(ii=1731, free=lambda options: True)
+    monkeypatch.setattr(search, "optimality_probe", probe)
+
+    def run(best, repairs: bool, floor: int = 1642):
+        ctx = SimpleNamespace(monotone=True, options=None, refuted_below=0, work=work, report=said.append,
+                              hold=lambda found: None, repairs=repairs)
+        calls.clear()
+        return search._one_under(ctx, floor, best)
+
+    assert run(best, repairs=False) is best
+    assert calls == [(1642, None, False), (1642, 1697, True), (1698, None, True)]
+    assert "II 1697 refuted: the schedule is within 2% of optimal" in said
+    assert run(best, repairs=True) is repaired and calls == [(1642, None, False)]
+    assert run(SimpleNamespace(ii=50, free=lambda options: True), repairs=False, floor=10).ii == 50
+    assert calls == [(10, None, True)]
+
+
 def test_the_probe_one_under_keeps_to_monotone_problems_with_work_and_room():
     """No probe (and no work spent) where feasibility is not monotone, where the floor already meets the
     schedule, or where less than ``OPTIMALITY_LEAST`` units would be the probe's."""

@@ -61,7 +61,7 @@ from twill.solver.strategies import producer_consumer_split
 
 __all__ = ["Verdict", "Window", "Found", "Outcome", "Context", "Phase", "WINDOW_PHASES", "UNDECIDED_PHASES",
            "refute_below", "complete", "memory_bound", "improve", "IMPROVE", "IMPROVE_GAP", "IMPROVE_OPS", "pull_to_floor",
-           "staged_descent", "STAGED_DESCENT", "optimality_probe", "BISECT_CLOSE_II"]
+           "staged_descent", "STAGED_DESCENT", "optimality_probe", "BISECT_CLOSE_II", "close_target"]
 
 FEASIBLE = (cp_model.OPTIMAL, cp_model.FEASIBLE)
 
@@ -835,12 +835,19 @@ def optimality_probe(ctx: Context, lo: int, units: float, ii: int | None = None,
     return status, found
 
 
+def close_target(ii: int) -> int:
+    """The highest II whose refutation leaves a schedule at ``ii`` within ``CLOSE`` of the floor it raises: refuted,
+    the floor is that II + 1 and ``ii <= CLOSE * floor`` (``search._one_under``'s probe where the floor lies further
+    down: one-tile FA b200's 1731 needs 1697 refuted; docs/benchmarks_notes.md, sessions 71-72)."""
+    return math.ceil(ii / CLOSE) - 1
+
+
 def _close_target(ctx: Context, failed: int, top: int) -> int | None:
-    """The II ``CLOSE`` under the best schedule known, where it lies strictly inside (failed, top): refuted, that
-    schedule is within ``CLOSE`` of optimal."""
+    """The II ``CLOSE`` under the best schedule known, one above ``close_target``, where it lies strictly inside
+    (failed, top): refuted, that schedule is within ``CLOSE`` of optimal."""
     if ctx.upper is None:
         return None
-    target = math.ceil(ctx.upper.ii / CLOSE)
+    target = close_target(ctx.upper.ii) + 1
     return target if failed < target < top and target < ctx.upper.ii - 1 else None
 
 

@@ -51,6 +51,7 @@ from twill.solver.phases import (
     Outcome,
     Verdict,
     Window,
+    close_target,
     descent,
     improve,
     optimality_probe,
@@ -472,24 +473,13 @@ def _one_under(ctx: Context, floor: int, best: Found | None) -> Found | None:
         return best
     ctx.hold(best)
     lo = max(floor, ctx.refuted_below)
-    target = math.ceil(best.ii / CLOSE) - 1
-    if lo < target < best.ii - 1:  # under II 51 the 2% point is one under: the probe below is that probe
-        _, found = optimality_probe(ctx, lo, units, cold=False)
-        if found is not None:
-            ctx.hold(found)
-            ctx.report(f"II {found.ii}: a schedule one under the best")
-            return found
-        status, found = optimality_probe(ctx, lo, units, target)
-        if found is not None:
-            ctx.hold(found)
-            ctx.report(f"II {found.ii}: a schedule {CLOSE - 1:.0%} under the best")
-            return found
-        ctx.report(f"II {target} " + ("refuted: the schedule is within 2% of optimal" if status == cp_model.INFEASIBLE
-                                      else f"undecided in {units:.1f} units"))
-        lo = max(lo, ctx.refuted_below)
+    close = close_target(best.ii)
+    if lo < close < best.ii - 1:  # under II 51 the 2% point is one under: the probe below is that probe
+        found = _close_probe(ctx, lo, close, units)
         units = min(BISECT_CLOSE_II.at_least, ctx.work.left() / 2)
-        if units < OPTIMALITY_LEAST:
-            return best
+        if found is not None or units < OPTIMALITY_LEAST:
+            return found or best
+        lo = max(lo, ctx.refuted_below)
     status, found = optimality_probe(ctx, lo, units)
     if status == cp_model.INFEASIBLE:
         ctx.report(f"II {best.ii - 1} refuted: the schedule at II {best.ii} is optimal")
@@ -500,6 +490,25 @@ def _one_under(ctx: Context, floor: int, best: Found | None) -> Found | None:
     ctx.hold(found)
     ctx.report(f"II {found.ii}: a schedule one under the best")
     return found
+
+
+def _close_probe(ctx: Context, lo: int, close: int, units: float) -> Found | None:
+    """``_one_under``'s probes before the cold one under the best schedule (``ctx.upper``) where the floor lies more
+    than ``CLOSE`` under it: the repair alone one under (a finder: two-tile FA b200 finds 2510 under 2511 so), then
+    the probe at ``close`` (``phases.close_target``), whose refutation brings the schedule within ``CLOSE`` of optimal. A schedule either finds,
+    held as the new best; else None, with the floor raised where ``close`` was refuted."""
+    _, found = optimality_probe(ctx, lo, units, cold=False)
+    words = "one"
+    if found is None:
+        status, found = optimality_probe(ctx, lo, units, close)
+        words = f"{CLOSE - 1:.0%}"
+    if found is not None:
+        ctx.hold(found)
+        ctx.report(f"II {found.ii}: a schedule {words} under the best")
+        return found
+    ctx.report(f"II {close} " + (f"refuted: the schedule is within {CLOSE - 1:.0%} of optimal"
+                                 if status == cp_model.INFEASIBLE else f"undecided in {units:.1f} units"))
+    return None
 
 
 def _improvable(ctx: Context, lb: int) -> bool:

@@ -135,6 +135,7 @@ class Context:
     undecided: int | None = None  # the II the optimality probe left undecided (``optimality_probe``): no bisection repeats it
     proposed: int | None = None  # the II the first schedules ended at before the pipelines: the improvement's gate
     held_back: float = 0.0  # work the first window holds back for the descent (search._first_window); the elastic slice may use it
+    grouped: set[int] = field(default_factory=set)  # the IIs Benders over groupings refuted (the proof names it)
     monotone: bool = field(init=False)  # feasibility closed upwards in II (design.md §3.1e)
 
     def __post_init__(self) -> None:
@@ -712,7 +713,7 @@ def _bisect(ctx: Context, w: Window, until: float) -> Outcome:
         for (probe, _budget, repair_only), (status, at) in zip(plans, _run_probes(ctx, plans, until), strict=True):
             b = b.after(probe, status, at is not None, repair_only)
             if status == cp_model.INFEASIBLE:
-                ctx.refuted(w.lo, probe, "CP-SAT on one worker (the joint model), and monotonicity")
+                ctx.refuted(w.lo, probe, _probe_proof(ctx, probe))
             if at is not None and (found is None or at.ii < found.ii):  # the next probes start from it
                 found = at
                 ctx.hold(at)
@@ -777,9 +778,10 @@ def _paired(ctx: Context, b: _Bisection, until: float) -> list[tuple[int, Budget
     budgets, that is the common outcome). Each is one worker's deterministic solve, so the pair decides what
     the two would in turn, in the wall time of the longer (two one-worker probes in two threads: the same
     statuses and units, 26.0 s instead of 39.1, docs/benchmarks_notes.md). Its work is planned as if the first
-    ran out its budget. Not where Benders over groupings applies: its probes learn from each other."""
+    ran out its budget. Not while Benders over groupings is untried or has decided a probe: its probes learn from
+    each other."""
     first = b.plan(ctx)
-    if worker_count(ctx.options.workers) < 2 or _groupings_apply(ctx):
+    if worker_count(ctx.options.workers) < 2 or (_groupings_apply(ctx) and ctx.groupings is not False):
         return [first]
     most = _probe_most(ctx, first[1], first[2], until)
     after = b.after(first[0], cp_model.UNKNOWN, False, first[2]).next(ctx, until, most)
@@ -829,7 +831,7 @@ def optimality_probe(ctx: Context, lo: int, units: float, ii: int | None = None,
     status, found = _bisect_probe(ctx, ii, replace(BISECT_II, at_least=units), ctx.work.until(units), cold)
     ctx.swept += ctx.work.spent - start
     if status == cp_model.INFEASIBLE:
-        ctx.refuted(lo, ii, "CP-SAT on one worker (the joint model), and monotonicity")
+        ctx.refuted(lo, ii, _probe_proof(ctx, ii))
     elif found is None and cold:
         ctx.undecided = ii
     return status, found
@@ -901,13 +903,16 @@ def _probe_plan(ctx: Context, budget: Budget, cold: bool) -> list[tuple[Start, i
 
 
 def _groupings_apply(ctx: Context) -> bool:
-    """Benders over groupings applies where the register file sets the static bound (there the joint model stalls
-    on the register peaks, which a pinned grouping decides at once), the groups are free and few enough ops make
-    the grouping space small (``GROUPINGS_MAX_OPS``). Elsewhere what it spends undecided costs the probes after it
-    their proofs (one-tile FA h100: floor 2405 -> 2394; FA forward 2 sub-tiles d256 b200: 5976 -> 6603)."""
+    """Benders over groupings applies where the groups are free and few enough ops make the grouping space small
+    (``GROUPINGS_MAX_OPS``). It is tried once, at the first probe the joint model leaves undecided, for at most
+    ``GROUPINGS_PROBE`` units (``_bisect_probe``), so where it does not decide it costs the search that once. Where
+    the joint model stalls on the register peaks, a pinned grouping decides them at once, whatever sets the static
+    bound: fresh random-handoff-16524 (15 ops, bound the fp32 unit) refutes 1943 and 2343 by it, where the joint
+    model left 1843 undecided (floor 1744 -> 2344 against the schedule's 2924; docs/benchmarks_notes.md, session
+    73). Session 29 had it only where the register file sets the static bound, after two FA proofs lost to a
+    version that retried it on every probe."""
     o = ctx.options
-    return (not o.swp_only and not o.fixed_groups and len(ctx.problem.ops) <= GROUPINGS_MAX_OPS
-            and ctx.registers_bind)
+    return (not o.swp_only and not o.fixed_groups and len(ctx.problem.ops) <= GROUPINGS_MAX_OPS)
 
 
 def _groupings_probe(ctx: Context, ii: int, budget: Budget, until: float) -> tuple[int, Found | None]:
@@ -916,8 +921,17 @@ def _groupings_probe(ctx: Context, ii: int, budget: Budget, until: float) -> tup
     refuted II), and what it spends undecided is taken from the probes after it."""
     mark = min(until, ctx.work.until(min(budget.at_least, GROUPINGS_PROBE)))
     status, v, s = decide_by_groupings(ctx.problem, ctx.options, ii, ctx.work, mark, GROUPING_UNITS)
+    if status == cp_model.INFEASIBLE:
+        ctx.grouped.add(ii)
     ctx.report(f"  Benders over groupings at II {ii}: {_VERDICT_WORDS.get(status, 'undecided')}")
     return status, (Found(v, s) if v is not None and s is not None else None)
+
+
+def _probe_proof(ctx: Context, ii: int) -> str:
+    """How a bisection probe's refutation of ``ii`` was proven, for the output's proof line."""
+    how = ("CP-SAT on one worker, every warp grouping refuted (Benders cuts)" if ii in ctx.grouped
+           else "CP-SAT on one worker (the joint model)")
+    return f"{how}, and monotonicity"
 
 
 def _no_less(b: Budget, share: Budget) -> Budget:

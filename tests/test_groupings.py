@@ -87,3 +87,30 @@ def test_a_grouping_undecided_under_assumptions_is_refuted_with_the_grouping_fix
     assert (status, carried) == (cp_model.INFEASIBLE, None)
     work = Work.starting_now(600.0, 25.0)
     assert decide_by_groupings(p, o, 1970, work, 25.0, 5.0)[0] == cp_model.INFEASIBLE
+
+
+def test_a_probe_the_joint_model_leaves_undecided_goes_to_benders_on_any_small_body(monkeypatch):
+    """fresh random-handoff-16524 (15 ops, h100) is bound by its fp32 unit, not the register file, yet its joint
+    probes stall on the register peaks: the first undecided probe goes to Benders over groupings (here a stub
+    that refutes), which then goes first, and the proof line names it. Bodies over GROUPINGS_MAX_OPS, or with
+    fixed groups, keep the joint model alone."""
+    from twill.solver import phases
+
+    h100 = get_arch("h100")
+    p = build_problem(random_body(16524, 15, profile="handoff"), h100)
+    calls = []
+    monkeypatch.setattr(phases, "_solve_in_turn", lambda ctx, v, at, plan: (list(plan), (cp_model.UNKNOWN, None))[1])
+    monkeypatch.setattr(phases, "decide_by_groupings",
+                        lambda p, o, ii, work, until, units: (calls.append(ii), (cp_model.INFEASIBLE, None, None))[1])
+    ctx = phases.Context(p, SolveOptions(workers=2), Work.starting_now(60, 30))
+    assert not ctx.registers_bind and ctx.groupings is None
+    assert phases._bisect_probe(ctx, 1943, phases.BISECT_II, ctx.work.until(10))[0] == cp_model.INFEASIBLE
+    assert calls == [1943] and ctx.groupings is True and "Benders" in phases._probe_proof(ctx, 1943)
+    assert "Benders" not in phases._probe_proof(ctx, 1942)
+    for options in (SolveOptions(workers=2, fixed_groups=(("b0_load", 0),)), SolveOptions(workers=2, swp_only=True)):
+        other = phases.Context(p, options, Work.starting_now(60, 30))
+        assert phases._bisect_probe(other, 1943, phases.BISECT_II, other.work.until(10))[0] == cp_model.UNKNOWN
+    big = phases.Context(build_problem(random_body(16526, 41, profile="handoff"), h100), SolveOptions(workers=2),
+                         Work.starting_now(60, 30))
+    assert phases._bisect_probe(big, 5000, phases.BISECT_II, big.work.until(10))[0] == cp_model.UNKNOWN
+    assert calls == [1943]

@@ -106,6 +106,7 @@ def test_a_bisection_probe_repairs_the_best_schedule_then_refutes_cold_in_one_so
     p = _tiny(SWITCHING[3])
     best = hints.from_schedule(p, solve(p, SolveOptions(workers=1, time_limit=60)))
     ctx = phases.Context(p, SolveOptions(workers=1), Work.starting_now(60, 100))
+    ctx.groupings = False  # Benders over groupings tried and failed: the probes are the joint model's alone
     plans = []
     monkeypatch.setattr(phases, "_solve_in_turn", lambda ctx, v, at, plan: (plans.append(list(plan)), (0, None))[1])
     until = ctx.work.until(50)
@@ -123,14 +124,16 @@ def test_a_bisection_probe_repairs_the_best_schedule_then_refutes_cold_in_one_so
 
 def test_with_two_workers_the_bisection_probes_in_pairs():
     """Two workers: the next probe and the one the bisection takes after it were it undecided (the middle below
-    it), whose budget counts the first one's as spent; one worker, or a grouping-Benders body: one probe."""
+    it), whose budget counts the first one's as spent; one worker, or once Benders over groupings has decided a
+    probe: one probe."""
     from twill.solver import phases
     from twill.solver.run import Work
 
     p = _tiny(SWITCHING[3])
     b = phases._Bisection(failed=100, top=201, probe=200, budget=phases.BISECT_II)
-    for workers, pairs in ((1, False), (2, True)):
+    for workers, groupings, pairs in ((1, False, False), (2, None, True), (2, True, False), (2, False, True)):
         ctx = phases.Context(p, SolveOptions(workers=workers), Work.starting_now(60, 100))
+        ctx.groupings = groupings
         until = ctx.work.until(60)
         plans = phases._paired(ctx, b, until)
         first = (200, phases.BISECT_II, False)

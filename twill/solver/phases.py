@@ -778,10 +778,13 @@ def _paired(ctx: Context, b: _Bisection, until: float) -> list[tuple[int, Budget
     budgets, that is the common outcome). Each is one worker's deterministic solve, so the pair decides what
     the two would in turn, in the wall time of the longer (two one-worker probes in two threads: the same
     statuses and units, 26.0 s instead of 39.1, docs/benchmarks_notes.md). Its work is planned as if the first
-    ran out its budget. Not while Benders over groupings is untried or has decided a probe: its probes learn from
-    each other."""
+    ran out its budget. Not where Benders over groupings has decided a probe, or applies where the register file
+    sets the static bound: its probes learn from each other. Elsewhere the probes go in pairs until a probe
+    is left undecided, exactly as where Benders does not apply (unpaired from the start, fresh
+    random-recurrence-16512 lost its proof, 624 optimal -> 624 >= 623: the single probes took a different path
+    and left the last one 5 units short; docs/benchmarks_notes.md, session 73)."""
     first = b.plan(ctx)
-    if worker_count(ctx.options.workers) < 2 or (_groupings_apply(ctx) and ctx.groupings is not False):
+    if worker_count(ctx.options.workers) < 2 or (_groupings_apply(ctx) and (ctx.registers_bind or ctx.groupings)):
         return [first]
     most = _probe_most(ctx, first[1], first[2], until)
     after = b.after(first[0], cp_model.UNKNOWN, False, first[2]).next(ctx, until, most)
@@ -815,6 +818,9 @@ def _run_probes(ctx: Context, plans: list[tuple[int, Budget, bool]], until: floa
         results = [run.result() for run in runs]
     for fork, _ in forks:
         ctx.join(fork)
+    tried = [f.groupings for f, _ in forks if f.groupings is not None]
+    if tried:  # whether Benders over groupings decided a probe of the pair: the same whatever the threads' timing
+        ctx.groupings = any(tried)
     return results
 
 

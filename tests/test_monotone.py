@@ -145,6 +145,27 @@ def test_with_two_workers_the_bisection_probes_in_pairs():
         assert plans[1][1].at_least == (60 - 6) / 7  # ceil(log2(100)) probes left for the 54 units not promised
 
 
+def test_a_pair_joins_whether_benders_over_groupings_decided_a_probe(monkeypatch):
+    """Each probe of a pair runs on a fork of the context; whether Benders over groupings decided one of them
+    (tried on the first probe the joint model leaves undecided) comes back to the search: decided in either, it
+    goes first from then on; tried and undecided in both, never again; untried, still untried."""
+    from twill.solver import phases
+    from twill.solver.run import Work
+
+    def probe(verdicts):
+        def run(ctx, ii, budget, until, cold=True):
+            ctx.groupings = verdicts.get(ii, ctx.groupings)
+            return cp_model.UNKNOWN, None
+        return run
+
+    plans = [(200, phases.BISECT_II, False), (150, phases.BISECT_II, False)]
+    for verdicts, joined in (({200: False, 150: True}, True), ({200: False, 150: False}, False), ({}, None)):
+        ctx = phases.Context(_tiny(SWITCHING[3]), SolveOptions(workers=2), Work.starting_now(60, 100))
+        monkeypatch.setattr(phases, "_bisect_probe", probe(verdicts))
+        phases._run_probes(ctx, plans, ctx.work.until(60))
+        assert ctx.groupings is joined
+
+
 def test_a_pair_applies_in_order_and_an_undecided_probe_under_a_refuted_one_proves_nothing():
     """The pair's results apply from the upper probe down: 1611 refuted and 1527 undecided (one-tile FA d64 h100
     at the suite's budget) leave the gap above 1611; 1527 found and 1611 undecided lower the top to 1527."""

@@ -12,16 +12,19 @@
 #       -d .whl ortools==9.15.6755 protobuf==6.33.6 immutabledict
 #   cp -r ../shared/ddg .ddg        # the shared graphs, which the suite reads from ../shared/ddg
 # then run on the lent machine, carrying .whl and .ddg:
-#   bash bench/suite/lent.sh tuned|fresh [JOBS]
-# The half's JSON is copied to $OUT (the lent machine's return folder) when it is set.
+#   bash bench/suite/lent.sh tuned|fresh [JOBS] [IDS] [SECONDS]
+# IDS: comma-separated case ids (default: every case of the half); SECONDS: the run's cap (default 560, inside the
+# lent machine's 600-s call). The half's JSON is copied to $OUT (the lent machine's return folder) when it is set.
 set -euo pipefail
-half=${1:?usage: lent.sh tuned|fresh [jobs]}
+half=${1:?usage: lent.sh tuned|fresh [jobs] [ids] [seconds]}
 jobs=${2:-8}
+only=${3:-}
+cap=${4:-560}
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
 export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1
 if [ -d .ddg ] && [ ! -d ../shared/ddg ]; then mkdir -p ../shared && cp -r .ddg ../shared/ddg; fi
 status=0
-timeout 560 python3 bench/suite/run.py --half "$half" --time-limit 900 --work-limit 30 --workers 2 --jobs "$jobs" \
-    --redo --no-page || status=$?
+timeout "$cap" python3 bench/suite/run.py --half "$half" --time-limit 900 --work-limit 30 --workers 2 --jobs "$jobs" \
+    --redo --no-page ${only:+--only "$only"} || status=$?
 if [ -n "${OUT:-}" ]; then cp "bench/results/suite_$half.json" "$OUT/"; fi
 exit "$status"

@@ -166,6 +166,21 @@ def test_a_pair_joins_whether_benders_over_groupings_decided_a_probe(monkeypatch
         assert ctx.groupings is joined
 
 
+def test_a_forked_probe_reports_its_work_where_it_sits_in_the_search():
+    """A pair's second probe runs on a fork whose work starts after the first probe's budget: its progress lines
+    count from there, not from zero (a Benders line inside a fork read 6.7 units where the search stood at 20)."""
+    from twill.solver import phases
+    from twill.solver.run import Work
+
+    lines: list[str] = []
+    ctx = phases.Context(_tiny(SWITCHING[3]), SolveOptions(workers=2, progress=lines.append), Work.starting_now(60, 100))
+    ctx.work.spent = 13.25
+    fork = ctx.fork(7.0)
+    fork.work.spent = 6.5
+    fork.report("probe")
+    assert lines[-1].endswith("26.8 units)") and fork.fork(1.0).before == 13.25 + 7.0 + 6.5 + 1.0
+
+
 def test_a_pair_applies_in_order_and_an_undecided_probe_under_a_refuted_one_proves_nothing():
     """The pair's results apply from the upper probe down: 1611 refuted and 1527 undecided (one-tile FA d64 h100
     at the suite's budget) leave the gap above 1611; 1527 found and 1611 undecided lower the top to 1527."""

@@ -136,6 +136,7 @@ class Context:
     proposed: int | None = None  # the II the first schedules ended at before the pipelines: the improvement's gate
     held_back: float = 0.0  # work the first window holds back for the descent (search._first_window); the elastic slice may use it
     grouped: set[int] = field(default_factory=set)  # the IIs Benders over groupings refuted (the proof names it)
+    before: float = 0.0  # a fork's work starts here in the search's count (``fork``): its reports say so
     monotone: bool = field(init=False)  # feasibility closed upwards in II (design.md §3.1e)
 
     def __post_init__(self) -> None:
@@ -178,13 +179,14 @@ class Context:
 
     def report(self, message: str) -> None:
         if self.options.progress:
-            self.options.progress(f"{message} ({self.work.seconds():.1f}s, {self.work.spent:.1f} units)")
+            self.options.progress(f"{message} ({self.work.seconds():.1f}s, {self.before + self.work.spent:.1f} units)")
 
     def fork(self, reserved: float) -> Context:
         """A context for a probe run beside others: the same problem, options and best schedule, with work of its
         own that starts ``reserved`` units on (what the probes before it may spend) and shares the wall-clock cap."""
         w = self.work
-        return replace(self, work=Work(start=w.start, deadline=w.deadline, limit=max(0.0, w.left() - reserved)))
+        return replace(self, work=Work(start=w.start, deadline=w.deadline, limit=max(0.0, w.left() - reserved)),
+                       before=self.before + w.spent + reserved)
 
     def join(self, fork: Context) -> None:
         """Charge what a forked probe spent, and its cut, to this context's work."""

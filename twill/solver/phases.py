@@ -915,10 +915,10 @@ def _groupings_apply(ctx: Context) -> bool:
     (``GROUPINGS_MAX_OPS``). It is tried once, at the first probe the joint model leaves undecided, for at most
     ``GROUPINGS_PROBE`` units (``_bisect_probe``), so where it does not decide it costs the search that once. Where
     the joint model stalls on the register peaks, a pinned grouping decides them at once, whatever sets the static
-    bound: fresh random-handoff-16524 (15 ops, bound the fp32 unit) refutes 1943 and 2343 by it, where the joint
-    model left 1843 undecided (floor 1744 -> 2344 against the schedule's 2924; docs/benchmarks_notes.md, session
-    73). Session 29 had it only where the register file sets the static bound, after two FA proofs lost to a
-    version that retried it on every probe."""
+    bound: on fresh random-handoff-16524 (15 ops, bound the fp32 unit) the joint probes at 1843 and 1943 stay
+    undecided and Benders refutes 1943 (floor 1744 -> 1944 against the schedule's 2924; docs/benchmarks_notes.md,
+    session 73). Session 29 kept it to bodies whose static bound is the register file after its work cost one-tile
+    FA h100 a refutation (that search's floor 2405 -> 2394), with the whole budget and tried once alike."""
     o = ctx.options
     return (not o.swp_only and not o.fixed_groups and len(ctx.problem.ops) <= GROUPINGS_MAX_OPS)
 

@@ -3,8 +3,9 @@
 #
 # Why: a half takes 50-100 minutes on the 2-core development machine, one case at a time; on a 16-core machine,
 # eight cases at once (two CP-SAT workers each) take about 8 minutes. The rows are the same: every phase of the
-# search is budgeted in CP-SAT's deterministic work, so a case's II, bound, status and the work it spent come out
-# bit-identical on either machine (checked in docs/benchmarks_notes.md, session 72).
+# search is budgeted in CP-SAT's deterministic work, so a case's II, bound and status come out the same on either
+# machine (checked in docs/benchmarks_notes.md, session 72), and the work it spent too on most rows (session 73:
+# CP-SAT's two-worker interleaved search moves a few rows' work in the last digits from run to run).
 #
 # Prepare once, on the development machine, in the repository root (both folders are ignored):
 #   python3 -m pip download --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \

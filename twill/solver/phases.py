@@ -135,7 +135,7 @@ class Context:
     undecided: int | None = None  # the II the optimality probe left undecided (``optimality_probe``): no bisection repeats it
     proposed: int | None = None  # the II the first schedules ended at before the pipelines: the improvement's gate
     held_back: float = 0.0  # work the first window holds back for the descent (search._first_window); the elastic slice may use it
-    grouped: set[int] = field(default_factory=set)  # the IIs Benders over groupings refuted (the proof names it)
+    grouped: set[int] = field(default_factory=set)  # the IIs Benders over groupings refuted (the proof names it); forks share it
     before: float = 0.0  # a fork's work starts here in the search's count (``fork``): its reports say so
     monotone: bool = field(init=False)  # feasibility closed upwards in II (design.md §3.1e)
 
@@ -189,9 +189,13 @@ class Context:
                        before=self.before + w.spent + reserved)
 
     def join(self, fork: Context) -> None:
-        """Charge what a forked probe spent, and its cut, to this context's work."""
+        """Charge what a forked probe spent, and its cut, to this context's work, and take what it learned of Benders
+        over groupings: decided in any fork, it stays decided; tried and undecided, never again (``_paired``). The
+        same whatever order the forks finish in."""
         self.work.spent += fork.work.spent
         self.work.cut = self.work.cut or fork.work.cut
+        if fork.groupings is not None and self.groupings is not True:
+            self.groupings = fork.groupings
 
     def refuted(self, lo: int, hi: int, by: str) -> None:
         """Record that every II in [lo, hi] is infeasible, as shown by ``by`` (on a monotone problem,
@@ -820,9 +824,6 @@ def _run_probes(ctx: Context, plans: list[tuple[int, Budget, bool]], until: floa
         results = [run.result() for run in runs]
     for fork, _ in forks:
         ctx.join(fork)
-    tried = [f.groupings for f, _ in forks if f.groupings is not None]
-    if tried:  # whether Benders over groupings decided a probe of the pair: the same whatever the threads' timing
-        ctx.groupings = any(tried)
     return results
 
 

@@ -112,15 +112,14 @@ def test_an_undecided_probe_keeps_what_was_refuted(monkeypatch):
 
 
 def test_a_register_bound_body_names_what_binds():
-    """An 11-op register-heavy body on h100 (optimum 1180): the static bound is 462 (MUFU and holds); below 947
-    no grouping fits in-order issue and registers, where a value handed to another group stays in its
-    producer's registers until the reader has it and the load warp takes a whole warpgroup's registers (802
-    charging it one warp's; 594 with each value's shortest lifetime alone, 577 charging one warp too)."""
+    """An 11-op register-heavy body on h100: the static bound is 462 (MUFU and holds); below 802 no
+    grouping fits in-order issue and registers, where a value handed to another group stays in its
+    producer's registers until the reader has it (577 with each value's shortest lifetime alone)."""
     p = build_problem(random_body(1, 11, profile="regs"), get_arch("h100"))
     options = SolveOptions(workers=1)
     assert lower_bound(p, options) == 462
     floor = structure_floor(p, options, 462, 2000, _work())
-    assert floor.ii == 947
+    assert floor.ii == 802
     assert {"issue", "registers"} <= set(floor.binding)
     assert "warp-group structure" in floor.sentence()
 
@@ -128,12 +127,12 @@ def test_a_register_bound_body_names_what_binds():
 def test_handoffs_lengthen_the_producers_lifetimes(monkeypatch):
     """The hand-off on a crossing edge delays its reader (§2.4), so the producer's group holds the
     value longer: without that (each value's shortest lifetime, whatever the grouping) the same body's
-    floor is 594 instead of 947 (the test above)."""
+    floor is 577 instead of 802 (the test above)."""
     p = build_problem(random_body(1, 11, profile="regs"), get_arch("h100"))
     options = SolveOptions(workers=1)
     assert build_structure(p, options, 700).held  # the crossings on some value's paths cost cycles
     monkeypatch.setattr(structure, "_handoff_lifetimes", lambda s: {})
-    assert structure_floor(p, options, 462, 2000, _work()).ii == 594
+    assert structure_floor(p, options, 462, 2000, _work()).ii == 577
 
 
 def test_proposed_groupings_meet_the_relaxation():

@@ -313,19 +313,3 @@ def test_a_colive_set_too_large_for_one_warpgroup_keeps_its_values_apart():
     s = build_structure(p, SolveOptions(workers=1, fixed_groups=pins), 4000)
     s.m.add(s.warps[1] == 4)
     assert cp_model.CpSolver().solve(s.m) == cp_model.INFEASIBLE
-
-
-def test_load_warps_are_charged_a_whole_warpgroup_of_registers():
-    """setmaxnreg sets one budget per warpgroup, so a 1-warp load group takes 4 x 24 registers on Hopper, as the
-    joint model and the validator charge it. random-regs-16008 (optimum 1304): charged 1 x 24, the relaxation
-    admitted II 650; charged the packed warpgroup it refutes 650 and still admits the optimum."""
-    p = build_problem(random_body(16008, 11, profile="regs"), get_arch("h100"))
-    assert p.arch.reg_alloc_warps() == 4
-
-    def status(ii: int) -> int:
-        solver = cp_model.CpSolver()
-        solver.parameters.num_workers = 1
-        return solver.solve(build_structure(p, SolveOptions(workers=1), ii).m)
-
-    assert status(650) == cp_model.INFEASIBLE
-    assert status(1304) in (cp_model.OPTIMAL, cp_model.FEASIBLE)

@@ -94,10 +94,11 @@ def add_groups(s: StructureModel) -> None:
     """Groups, their warps and budgets, labelled in order of first use (``model.group_variables``, §2.6).
 
     Fact: every op is issued by one group at least as wide as the op needs; the CTA holds at most
-    W warps; every group's budget comes from one register file, where setmaxnreg packs the groups
-    narrower than a warpgroup into whole warpgroups (``_packed``).
-    Math: sum_g x[v, g] = 1; x[v, g] => warps[g] >= min_warps(v); sum warps <= W; the packed
-    warpgroups' warps and words fit the CTA and the register file.
+    W warps; every group's budget comes from one register file. Charging each group its own
+    warps x budget is at most what packing narrow groups into warpgroups charges (b200), so this
+    is a relaxation there too.
+    Math: sum_g x[v, g] = 1; x[v, g] => warps[g] >= min_warps(v); sum warps <= W;
+    sum_g 32 warps[g] regs[g] <= registers per SM.
     """
     p, m, arch = s.problem, s.m, s.problem.arch
     gv = group_variables(m, p, s.groups)
@@ -107,54 +108,11 @@ def add_groups(s: StructureModel) -> None:
     cta = s.options.max_warps if s.options.max_warps is not None else arch.limit("warps_per_cta")
     m.add(sum(s.warps) <= cta)
     m.add(32 * sum(s.words) <= arch.limit("regs_per_sm"))
-    _packed(s, cta)
     for i, e in enumerate(p.edges):
         if e.src != e.dst and (p.cross_group_cost(e) or p.handoff_bytes(e) or s.options.no_handoff):
             c = s.cross[i] = group_relation(m, s.group_of, e.src, e.dst, f"cross[{e.src}->{e.dst}#{i}]", apart=True)
             if s.options.no_handoff and e.carrier is Carrier.REGISTERS and p.op(e.src).regs > 0:
                 m.add(c == 0)
-
-
-def _packed(s: StructureModel, cta: int) -> None:
-    """Narrow groups packed into whole warpgroups, relaxed (the joint model's ``model._allocated`` charges them
-    exactly: P packs of W warps at one shared budget, every narrow group's budget).
-
-    Fact: setmaxnreg sets one budget per warpgroup (PTX ISA), so groups narrower than W = ``reg_alloc_group_warps``
-    warps (a load warp) share whole warpgroups: on Hopper a lone load warp takes 4 x 24 registers, not 1 x 24.
-    Charging each group only its own warps x budget misses that; the exact product P x budget, with its
-    reified packs, made the relaxation's probes undecided in their unit on 55-80-op bodies (random-regs-16010,
-    session 74), so the packs are charged at the least budget and the largest narrow budget in one pack, which
-    is exact for up to one pack (the usual case: the load warps).
-    Math: narrow[g] <=> used[g] and warps[g] < W; P >= sum_g narrow warps[g] / W; top >= regs[g] for narrow g;
-    wide warps + W P <= CTA; 32 (wide words + W max(P b_min, top)) <= registers per SM.
-    """
-    p, m, w = s.problem, s.m, s.problem.arch.reg_alloc_warps()
-    if w == 1:
-        return
-    budgets = sorted(p.arch.register_budgets())
-    narrow_warps, wide_warps, wide_words = [], [], []
-    top = m.new_int_var(0, budgets[-1], "narrow_top")
-    for g in s.groups:
-        narrow = m.new_bool_var(f"narrow[{g}]")
-        m.add(s.warps[g] < w).only_enforce_if(narrow)
-        m.add(s.warps[g] >= w).only_enforce_if([s.used[g], ~narrow])
-        m.add_implication(narrow, s.used[g])
-        m.add(top >= s.regs[g]).only_enforce_if(narrow)
-        nw = m.new_int_var(0, w - 1, f"narrow_warps[{g}]")
-        m.add(nw == s.warps[g]).only_enforce_if(narrow)
-        m.add(nw == 0).only_enforce_if(~narrow)
-        narrow_warps.append(nw)
-        wide_warps.append(s.warps[g] - nw)
-        ww = m.new_int_var(0, upper(s.words[g]), f"wide_words[{g}]")
-        m.add(ww == s.words[g]).only_enforce_if(~narrow)
-        m.add(ww == 0).only_enforce_if(narrow)
-        wide_words.append(ww)
-    packs = m.new_int_var(0, -(-len(s.groups) * (w - 1) // w), "narrow_packs")
-    m.add(w * packs >= sum(narrow_warps))
-    m.add(sum(wide_warps) + w * packs <= cta)
-    room = p.arch.limit("regs_per_sm") // 32
-    m.add(sum(wide_words) + w * budgets[0] * packs <= room)
-    m.add(sum(wide_words) + w * top <= room)
 
 
 def add_issue_sums(s: StructureModel) -> None:

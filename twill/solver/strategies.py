@@ -14,7 +14,7 @@ import networkx as nx
 
 from twill.problem import Problem
 
-__all__ = ["producer_consumer_split", "consumer_components"]
+__all__ = ["producer_consumer_split", "consumer_components", "packed_components"]
 
 
 def producer_consumer_split(problem: Problem) -> tuple[tuple[str, int], ...]:
@@ -33,6 +33,27 @@ def consumer_components(problem: Problem) -> tuple[tuple[str, int], ...]:
     graph.add_edges_from((e.src, e.dst) for e in problem.edges if e.src in graph and e.dst in graph)
     component = {name: i for i, names in enumerate(nx.connected_components(graph)) for name in names}
     return _labelled(problem, component.__getitem__)
+
+
+def packed_components(problem: Problem, k: int, least: int = 2) -> tuple[tuple[str, int], ...] | None:
+    """``consumer_components`` with the components packed onto at most ``k`` consumer groups: the largest hold first
+    onto the least loaded group, so that many small independent chains (eight in random-handoff-16026) share a few
+    warpgroups evenly instead of taking a warpgroup each or all one; None where the body has fewer than ``least``
+    components. Labels as ``_labelled``'s."""
+    component = dict(consumer_components(problem))
+    members: dict[int, list[str]] = {}
+    for op in problem.ops:
+        if not op.variable_latency:
+            members.setdefault(component[op.name], []).append(op.name)
+    if len(members) < max(least, 2):
+        return None
+    holds = [0] * min(k, len(members))
+    group: dict[str, int] = {}
+    for names in sorted(members.values(), key=lambda ns: (-sum(problem.hold(n) for n in ns), ns)):
+        g = holds.index(min(holds))
+        holds[g] += sum(problem.hold(n) for n in names)
+        group.update((n, g) for n in names)
+    return _labelled(problem, group.__getitem__)
 
 
 def _labelled(problem: Problem, consumer: Callable[[str], Hashable]) -> tuple[tuple[str, int], ...]:

@@ -214,3 +214,30 @@ def test_a_consumer_group_per_sub_tile_gives_a_sequential_schedule_where_one_gro
     assert s is not None and s.ii == parts.ii == 11711
     with pytest.raises(ValueError, match="no warp groups"):
         sequential_witness(p, swp_only=True, groups=dict(consumer_components(p)))
+
+
+def test_independent_chains_are_packed_onto_few_balanced_consumer_groups():
+    """random-handoff-16026 (46 ops) has eight independent chains besides its loads: packed onto three consumer
+    groups, each chain stays whole, the loads keep their own group, and the largest hold first onto the least loaded
+    group leaves the three within one chain's hold of each other; a body of one chain has nothing to pack."""
+    from twill.arch.registry import get_arch
+    from twill.random_loops import random_body
+    from twill.solver.strategies import consumer_components, packed_components
+
+    p = build_problem(random_body(16026, 46, profile="handoff"), get_arch("h100"))
+    chains = dict(consumer_components(p))
+    packed = dict(packed_components(p, 3, least=3))
+    loads = {op.name for op in p.ops if op.variable_latency}
+    assert len({chains[n] for n in chains if n not in loads}) == 8
+    assert len({packed[n] for n in loads}) == 1 and not {packed[n] for n in loads} & {
+        packed[n] for n in packed if n not in loads}
+    assert all(packed[a] == packed[b] for a in chains for b in chains
+               if a not in loads and b not in loads and chains[a] == chains[b])
+    holds: dict[int, int] = {}
+    for op in p.ops:
+        if op.name not in loads:
+            holds[packed[op.name]] = holds.get(packed[op.name], 0) + p.hold(op.name)
+    largest = max(sum(p.hold(n) for n in chains if chains[n] == c and n not in loads) for c in set(chains.values()))
+    assert len(holds) == 3 and max(holds.values()) - min(holds.values()) <= largest
+    assert sorted(holds.values()) == [2918, 2947, 2961]
+    assert packed_components(problem("fa_fwd", H100_ISSUE8), 3) is None

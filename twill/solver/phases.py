@@ -1256,7 +1256,7 @@ def staged_descent(ctx: Context, w: Window, budget: Budget) -> Outcome:
         status, at = _solve_in_turn(ctx, build_model(ctx.problem, options, probe, probe), probe,
                                     [(Start.STAGED, units, 0, 1)])
         if pins:
-            at = None if at is None else freed(ctx, at)
+            at = None if at is None else _freed(ctx, at)
             status = cp_model.UNKNOWN if status == cp_model.INFEASIBLE else status  # proves nothing for free groups
         elif found is None and at is None and status != cp_model.INFEASIBLE and (pins := _pins(ctx)):
             continue  # the same probe again, with the groups pinned
@@ -1288,7 +1288,7 @@ def _pins(ctx: Context) -> tuple[tuple[str, int], ...]:
     return tuple(sorted(ctx.upper.groups.items()))
 
 
-def freed(ctx: Context, found: Found) -> Found:
+def _freed(ctx: Context, found: Found) -> Found:
     """``found`` (a schedule of a model with its groups pinned) as a schedule of the free model at its II
     (``_at_schedule``). Where that fails (the schedule breaks a cut of the free model's symmetry breaking, which pinned
     models leave out: the sub-tiles' order) the schedule stays with its pinned model: still valid, and its secondary

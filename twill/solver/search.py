@@ -53,7 +53,6 @@ from twill.solver.phases import (
     Window,
     close_target,
     descent,
-    freed,
     improve,
     optimality_probe,
     pull_to_floor,
@@ -62,7 +61,7 @@ from twill.solver.phases import (
 )
 from twill.solver.run import Budget, Work, solver, watching
 from twill.solver.sequential import sequential_witness
-from twill.solver.strategies import consumer_components, packed_components, producer_consumer_split
+from twill.solver.strategies import consumer_components, producer_consumer_split
 from twill.solver.structure import propose_grouping, structure_floor
 from twill.solver.unrolled import PROBE_LP, build_unrolled, decide, registers_fit, solution
 from twill.validate import validate
@@ -576,41 +575,6 @@ def _improve(ctx: Context, lb: int, cap: int, seed: Found | None) -> Outcome | N
     return out
 
 
-COMPONENTS = Budget(share=1 / 4, at_least=3.0)  # the improvement with the components' grouping pinned
-COMPONENT_GROUPS = 3  # consumer groups the components are packed onto (``strategies.packed_components``)
-COMPONENTS_LEAST = 3  # independent components a body needs for the phase
-
-
-def _components(ctx: Context, lb: int, cap: int) -> Found | None:
-    """Where the improvement phase applies and the body's consumer ops fall into ``COMPONENTS_LEAST`` or more
-    independent chains, a schedule from a grouping neither the proposals nor the pipelines offer: the loads on one
-    group, the chains packed onto ``COMPONENT_GROUPS`` consumer groups (``strategies.packed_components``), built by the
-    constructive scheduler and lowered by the improvement's neighbourhoods with that grouping pinned, for
-    ``COMPONENTS`` of the work; None where it ends at or above ``cap``. The free improvement then starts from it.
-    The proposals group by II targets and hold sums, the pipelines by topological runs: on a body of many small
-    independent chains both end with groups that mix chains and fill the register file (random-handoff-16026, eight
-    chains: 5511 free, 4227 with the packed grouping pinned at the same 30 units; docs/benchmarks_notes.md,
-    session 74). Pinned, the model has no choice of groups to make, and the neighbourhoods move only times. Its
-    floor is the pinned model's, no refutation of the free problem: the phase runs on a context of its own."""
-    o = ctx.options
-    if not _improvable(ctx, lb) or o.swp_only or o.fixed_groups or cap < lb or ctx.work.left() <= 0:
-        return None
-    grouping = packed_components(ctx.problem, COMPONENT_GROUPS, COMPONENTS_LEAST)
-    if grouping is None:
-        return None
-    pinned = replace(o, fixed_groups=grouping)
-    built = _built(ctx.problem, pinned, dict(grouping), ctx.work, lb)
-    if built is None:
-        return None
-    alone = Context(ctx.problem, pinned, ctx.work, upper=hints.from_schedule(ctx.problem, built))
-    out = improve(alone, Window(lb, max(cap, built.ii - 1) + 1), COMPONENTS)
-    ii = built.ii if out.found is None else out.found.ii
-    ctx.report(f"the independent chains packed onto {COMPONENT_GROUPS} consumer groups, pinned: II {ii}")
-    if out.found is None or out.found.ii > cap:
-        return None
-    return freed(ctx, out.found)
-
-
 def _lowest(*found: Found | None) -> Found:
     """The schedule with the least II among those found (at least one is: the improvement's seed)."""
     return min((f for f in found if f is not None), key=lambda f: f.ii)
@@ -632,13 +596,9 @@ def _search_ii(ctx: Context, lb: int, cap: int) -> _IIResult:
     # deterministic limit): where it finds nothing, the II search that follows has the work it had without it, so its
     # answer is the same (a lower II is worth more than a secondary objective's proof)
     ctx.work.limit += ctx.work.spent - before
-    best = _components(ctx, lb, cap)
-    if best is not None:
-        ctx.hold(best)
-        cap = best.ii - 1
     out = _improve(ctx, lb, cap, seed)
     if out is not None:
-        lo, best = out.floor, out.found if out.found.ii <= cap else best
+        lo, best = out.floor, out.found if out.found.ii <= cap else None
         cap = cap if best is None else best.ii - 1
         if lo > cap:  # CP-SAT's bound met the schedule (or the first schedule): every II below it is refuted
             return _IIResult(best, True, lo) if best is not None else _IIResult(None, False, lo, exhausted=True)

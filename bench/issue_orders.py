@@ -2,6 +2,7 @@
 measurement, not a phase of twill).
 
     python bench/issue_orders.py random-regs-16508-n12-h100 --ii 1636,1635 --out regs16508.json
+    python bench/issue_orders.py random:75000:12:regs:h100 --ii 1600,1500
 
 For a body whose loads sit on one group and whose other ops all issue from one consumer group (Triton's split) and
 form one dependence chain, a schedule at a fixed II is: a cyclic order of the consumer's holds, each op's stage, and
@@ -29,8 +30,10 @@ import networkx as nx
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from suite.cases import build_case, read_manifest  # noqa: E402
 
+from twill.arch.registry import get_arch  # noqa: E402
 from twill.options import SolveOptions  # noqa: E402
-from twill.problem import Problem, read_time  # noqa: E402
+from twill.problem import Problem, build_problem, read_time  # noqa: E402
+from twill.random_loops import random_body  # noqa: E402
 from twill.schedule import Schedule  # noqa: E402
 from twill.solver.assemble import Assignment, assemble, copies_needed  # noqa: E402
 from twill.solver.strategies import producer_consumer_split  # noqa: E402
@@ -181,16 +184,24 @@ def schedule(problem: Problem, ii: int, starts: dict[str, int], groups: dict[str
     return None
 
 
+def problem_of(case: str) -> Problem:
+    """The problem a suite case id or a ``random:SEED:OPS:PROFILE:ARCH`` spec names."""
+    if case.startswith("random:"):
+        _, seed, ops, profile, arch = case.split(":")
+        return build_problem(random_body(int(seed), int(ops), profile=profile), get_arch(arch))
+    cases = [c for half in ("tuned", "fresh") for c in read_manifest(half)["cases"] if c["id"] == case]
+    if not cases:
+        raise SystemExit(f"no suite case {case!r}")
+    return build_case(cases[0])
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("case", help="a suite case id")
+    ap.add_argument("case", help="a suite case id, or random:SEED:OPS:PROFILE:ARCH (twill.random_loops.random_body)")
     ap.add_argument("--ii", required=True, help="comma-separated IIs, each tried on its own")
     ap.add_argument("--out", help="write the lowest-II schedule found here (twill.schedule/1 JSON)")
     args = ap.parse_args(argv)
-    cases = [c for half in ("tuned", "fresh") for c in read_manifest(half)["cases"] if c["id"] == args.case]
-    if not cases:
-        raise SystemExit(f"no suite case {args.case!r}")
-    p = build_case(cases[0])
+    p = problem_of(args.case)
     groups = dict(producer_consumer_split(p))
     loads = [o.name for o in p.ops if o.variable_latency]
     names = chain(p, [o.name for o in p.ops if not o.variable_latency])

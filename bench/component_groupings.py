@@ -103,7 +103,8 @@ def main(argv: list[str] | None = None) -> int:
                 pinned = f"{s.ii} ({s.status})"
             except TwillError as e:
                 pinned = f"none ({str(e).splitlines()[0][:90]})"
-            print(f"{c['id']}: k = {len(holds)}, holds {holds}: pinned {pinned}; free {free['ii']} >= {free['bound']} "
+            how = "free groups, solved now" if args.free else "pinned"
+            print(f"{c['id']}: k = {len(holds)}, holds {holds}: {how} {pinned}; suite row {free['ii']} >= {free['bound']} "
                   f"({free['status']})", flush=True)
     return 0
 

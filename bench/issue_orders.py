@@ -3,6 +3,7 @@ measurement, not a phase of twill).
 
     python bench/issue_orders.py random-regs-16508-n12-h100 --ii 1636,1635 --out regs16508.json
     python bench/issue_orders.py random:75000:12:regs:h100 --ii 1600,1500
+    python bench/issue_orders.py random-regs-16508-n12-h100 --ii 1650,1600 --cpsat 10 --pin-budgets 4:24,8:232
 
 For a body whose loads sit on one group and whose other ops all issue from one consumer group (Triton's split) and
 form one dependence chain, a schedule at a fixed II is: a cyclic order of the consumer's holds, each op's stage, and
@@ -36,6 +37,8 @@ from twill.problem import Problem, build_problem, read_time  # noqa: E402
 from twill.random_loops import random_body  # noqa: E402
 from twill.schedule import Schedule  # noqa: E402
 from twill.solver.assemble import Assignment, assemble, copies_needed  # noqa: E402
+from twill.solver.model import build_model  # noqa: E402
+from twill.solver.run import Work, solver  # noqa: E402
 from twill.solver.strategies import producer_consumer_split  # noqa: E402
 from twill.validate import validate  # noqa: E402
 
@@ -135,10 +138,10 @@ def least_life(problem: Problem, names: list[str], ends: dict[str, tuple[str, in
         if e.distance == 0 and e.src in names and e.dst in names:
             w = max(e.latency, g[e.src][e.dst]["weight"]) if g.has_edge(e.src, e.dst) else e.latency
             g.add_edge(e.src, e.dst, weight=w)
-    out = {}
+    out, topo = {}, list(nx.topological_sort(g))
     for v, (r, after) in ends.items():
         longest = {v: 0}
-        for n in nx.topological_sort(g):
+        for n in topo:
             for _, m, d in g.out_edges(n, data=True):
                 if n in longest:
                     longest[m] = max(longest.get(m, 0), longest[n] + d["weight"])
@@ -200,8 +203,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("case", help="a suite case id, or random:SEED:OPS:PROFILE:ARCH (twill.random_loops.random_body)")
     ap.add_argument("--ii", required=True, help="comma-separated IIs, each tried on its own")
     ap.add_argument("--out", help="write the lowest-II schedule found here (twill.schedule/1 JSON)")
+    ap.add_argument("--cpsat", type=float, metavar="UNITS",
+                    help="instead: one CP-SAT solve of the joint model per II, Triton's split pinned, 2 workers")
+    ap.add_argument("--pin-budgets", metavar="W:R,W:R", help="with --cpsat: the load and consumer groups' warps:registers")
     args = ap.parse_args(argv)
     p = problem_of(args.case)
+    if args.cpsat:
+        return cpsat_probes(p, [int(x) for x in args.ii.split(",")], args.cpsat, args.pin_budgets)
     groups = dict(producer_consumer_split(p))
     loads = [o.name for o in p.ops if o.variable_latency]
     names = chain(p, [o.name for o in p.ops if not o.variable_latency])
@@ -224,6 +232,25 @@ def main(argv: list[str] | None = None) -> int:
     if best is not None and args.out:
         best.write(args.out)
     return 0 if best is not None else 1
+
+
+def cpsat_probes(p: Problem, iis: list[int], units: float, budgets: str | None) -> int:
+    """CP-SAT at each II with Triton's split pinned (and, given, each group's warps and registers): the fixed-grouping
+    instance the enumeration decides by orders, for comparison."""
+    split = producer_consumer_split(p)
+    options = SolveOptions(workers=2, time_limit=900, work_limit=units, fixed_groups=split)
+    labels = sorted(set(dict(split).values()))
+    for ii in iis:
+        v = build_model(p, options, ii, ii)
+        for g, pair in zip(labels, budgets.split(",") if budgets else [], strict=False):
+            w, r = (int(x) for x in pair.split(":"))
+            v.m.add(v.warps[g] == w)
+            v.m.add(v.regs[g] == r)
+        work = Work.starting_now(900, units)
+        s = solver(work, units, 2)
+        status = s.solve(v.m)
+        print(f"II {ii}, CP-SAT with the split pinned: {s.status_name(status)} in {work.spent:.2f} units", flush=True)
+    return 0
 
 
 def at_ii(p: Problem, ii: int, fitting: list[tuple[str, ...]], peaks: dict[tuple[str, ...], int], room: int,

@@ -367,5 +367,20 @@ inline CtaSummary summarize(const std::vector<CtaTime>& t) {
   return s;
 }
 
+__device__ __forceinline__ void bar_sync(int id, int threads) {
+  asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
+}
+
+// wgmma is .aligned: all four warps of a streaming warpgroup must leave its loop after the same group, so thread 0's
+// reading of the stop condition is shared through shared memory between two named barriers (id 3).
+// (bench/gpu/fa_consumer.cu and wgmma_queue.cu; a warp leaving on its own reading ends in "illegal instruction".)
+__device__ __forceinline__ bool warpgroup_agrees(int wtid, bool thread0_says, volatile int& shared) {
+  if (wtid == 0) shared = thread0_says;
+  bar_sync(3, 128);
+  const bool agreed = shared != 0;
+  bar_sync(3, 128);
+  return agreed;
+}
+
 // Shared memory that keeps a second CTA off the SM, so a grid of `sms` CTAs puts one on each SM.
 constexpr int kOneCtaPerSmSmem = 120 * 1024;

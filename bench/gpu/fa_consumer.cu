@@ -73,9 +73,6 @@ __device__ __forceinline__ uint32_t pack_f16x2(float lo, float hi) {
   return h;
 }
 
-__device__ __forceinline__ void bar_sync(int id, int threads) {
-  asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
-}
 __device__ __forceinline__ void bar_arrive(int id, int threads) {
   asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(threads) : "memory");
 }
@@ -263,17 +260,7 @@ __device__ __forceinline__ void pipe_round(float (&x)[64], float (&m)[2], const 
 }
 
 // wgmma is .aligned: all four warps of a streaming warpgroup must leave its loop after the same group, so thread 0's
-// reading of the stop condition is shared through shared memory between two named barriers (id 3).
-__device__ __forceinline__ bool warpgroup_agrees(int wtid, bool thread0_says, volatile int& shared) {
-  if (wtid == 0) shared = thread0_says;
-  bar_sync(3, 128);
-  const bool agreed = shared != 0;
-  bar_sync(3, 128);
-  return agreed;
-}
-
-// The stmatrix stream of kBesideStsm*: each warp stores its 4 KiB share of the 16 KiB tile (8 stmatrix.x4, 512 B
-// each) every round, the words salted by the round so that no store repeats the last, until warpgroup 0 is done;
+// reading of the sthe words salted by the round so that no store repeats the last, until warpgroup 0 is done;
 // then it reads its share back and counts the words that differ from its last round's (0: every store landed).
 __device__ void stsm_stream(uint8_t* smem, volatile int& done, float* out, PipeOut* times) {
   const int wtid = threadIdx.x % 128, w = wtid / 32, lane = wtid % 32;

@@ -2,7 +2,7 @@
 // session 70): one warpgroup issues one commit group of C wgmma m64n128k16 fp16 (C = 1..16, SS or RS)
 // with the tensor core idle (its previous group retired 1000 cycles earlier), timing the issue
 // (wgmma.fence to the commit) and the completion (to wait_group 0 returning) on the SM clock; the same
-// beside a second warpgroup that streams groups of 8 SS wgmmas without pause. If the tensor core takes
+// beside a second warpgroup that streams groups of 8 SS wgmmas, checking a stop flag between groups. If the tensor core takes
 // at most Q instructions waiting or running, the issue of C > Q instructions runs at its pace (64 cycles
 // per instruction of this shape), and the knee of issue cycles against C is Q (bench/kernel_replay.py's
 // --tc-queue).
@@ -83,7 +83,9 @@ __global__ void __launch_bounds__(256, 1)
     *stop = 1;
     if (tid == 0) probe[blockIdx.x] = Probe{issue, done, sm_id(), uint32_t(rounds)};
   } else {
-    while (!*stop) {
+    // The stop flag read by thread 0 and shared (warpgroup_agrees): wgmma is .aligned, and a warp that left on its
+    // own reading while the others issued one more group ended in "illegal instruction" (C = 10, session 70).
+    while (!warpgroup_agrees(tid % 128, *stop != 0, stop[1])) {
       wg_fence();
 #pragma unroll
       for (int u = 0; u < kPartnerGroup; ++u) wgmma_ss<kN, 0>(d, desc_a, desc_b, (u != 0) | keep);

@@ -45,6 +45,7 @@ from twill.solver import hints
 from twill.solver.assemble import Assignment
 from twill.solver.groupings import decide_by_groupings
 from twill.solver.model import ScheduleModel, build_model, upper
+from twill.solver.retime import RETIME_UNITS, retimed
 from twill.solver.run import (
     SEARCH_AND_BOUND,
     Budget,
@@ -61,7 +62,8 @@ from twill.solver.strategies import producer_consumer_split
 
 __all__ = ["Verdict", "Window", "Found", "Outcome", "Context", "Phase", "WINDOW_PHASES", "UNDECIDED_PHASES",
            "refute_below", "complete", "memory_bound", "improve", "IMPROVE", "IMPROVE_GAP", "IMPROVE_OPS", "pull_to_floor",
-           "staged_descent", "STAGED_DESCENT", "optimality_probe", "BISECT_CLOSE_II", "close_target"]
+           "staged_descent", "STAGED_DESCENT", "optimality_probe", "BISECT_CLOSE_II", "close_target",
+           "retimed_found"]
 
 FEASIBLE = (cp_model.OPTIMAL, cp_model.FEASIBLE)
 
@@ -1164,8 +1166,29 @@ def improve(ctx: Context, w: Window, budget: Budget) -> Outcome:
         return Outcome(Verdict.UNDECIDED, w.lo)
     found = Found(v, s)
     floor = found.ii if status == cp_model.OPTIMAL else max(w.lo, leading_bound(s.best_objective_bound, weight))
+    if floor < found.ii:  # every op moved at once, which the neighbourhoods do not do
+        ctx.hold(found)
+        found = retimed_found(ctx, v, floor) or found
     ctx.refuted(w.lo, floor - 1, "CP-SAT (the joint model, from the best schedule)")
     return Outcome(Verdict.FOUND, floor, found)
+
+
+def retimed_found(ctx: Context, v: ScheduleModel, lo: int) -> Found | None:
+    """The best schedule (``ctx.upper``) at the least II its orders allow (``twill.solver.retime``), held and returned
+    as a solution of ``v``; None where that is no lower. The joint model pinned to it checks it (``_at_schedule``)."""
+    a = ctx.upper
+    if a is None or not a.groups:
+        return None
+    got = retimed(ctx.problem, a.ii, a.starts, a.groups, solver(ctx.work, RETIME_UNITS, 1))
+    if got is None or got[0] < lo:
+        return None
+    s = _at_schedule(ctx, v, replace(a, ii=got[0], starts=got[1]))
+    if s is None:
+        return None
+    found = Found(v, s)
+    ctx.hold(found)
+    ctx.report(f"  retimed: II {found.ii}")
+    return found
 
 
 def hint_completed(ctx: Context, v: ScheduleModel, a: Assignment) -> None:

@@ -1,0 +1,219 @@
+"""Retiming: the least II at which a schedule's orders still hold, every op moved at once.
+
+Why: the improvement phase lowers II with CP-SAT's neighbourhood workers, and a neighbourhood
+frees a part of the schedule while the rest stays where it is; but II drops only when a whole
+schedule compresses at once (design.md §3, the improvement phase), so on bodies of 40 ops and
+more the descent is slow and bound by its budget (random-handoff-16526: 9033 at 30 units, 5934 at
+120). Retiming makes that whole-schedule move exactly, for the orders a schedule already has.
+
+What it keeps, and why the result stays valid: the groups, their warps and register budgets,
+each op's stage, every buffer's depth, and for every rule that counts intervals on the II circle
+(a unit's segments, a group's holds, a group's live registers, the live TMEM tiles) the cyclic
+order of those intervals' ends (their begins, and their partial ends: a value living
+f·II + rest cycles is f copies everywhere and one more for rest cycles). With the order and the
+whole copies f fixed, the count at every point of the circle is a count the schedule passed in
+already had, so no peak rises; dependences and ring depths are kept as linear constraints. Each
+event is t_v + c + k·II (t_v an op's start, k from iteration distances), its residue that minus
+q·II with q its old turn; everything is linear in (t, II), so one small CP-SAT model, II and the
+starts its variables, gives the least II and, at that II, the shortest schedule. The result is
+validated; the schedule passed in stands if anything fails.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, replace
+
+from ortools.sat.python import cp_model
+
+from twill.problem import Problem, read_time
+from twill.schedule import Schedule
+from twill.solver.assemble import copies_needed
+from twill.validate import validate
+
+__all__ = ["RETIME_UNITS", "retime", "retimed"]
+
+
+@dataclass(frozen=True, slots=True)
+class _Event:
+    """A point t[op] + c + k·II on the time line; its residue is that minus ``turn``·II."""
+
+    op: str
+    c: int
+    k: int
+    turn: int
+    end: bool  # an interval's partial end (sorted before a begin at the same residue: [b, e) is half-open)
+
+
+@dataclass(frozen=True, slots=True)
+class _Interval:
+    """[begin, begin + length) of a circle-count rule, length = t[last] + c_last + k_last·II − t[op] − c
+    (``last`` None: the constant ``c_last``) and ``full`` whole turns of it fixed."""
+
+    op: str
+    c: int
+    last: tuple[str, int, int] | None  # (op, c, k) of the end on the line, or None for a constant length
+    length: int  # the length in the schedule passed in
+    full: int
+
+
+class _Retimer:
+    """The linear model of the module docstring for one schedule."""
+
+    def __init__(self, problem: Problem, ii: int, starts: Mapping[str, int], groups: Mapping[str, int]) -> None:
+        self.p, self.ii, self.starts, self.group = problem, ii, dict(starts), dict(groups)
+        self.m = cp_model.CpModel()
+        horizon = max(self.starts.values()) + 2 * self.ii
+        self.II = self.m.new_int_var(1, self.ii, "ii")
+        self.t = {n: self.m.new_int_var(0, horizon, n) for n in self.starts}
+
+    def pos(self, op: str, c: int, k: int) -> cp_model.LinearExpr:
+        return self.t[op] + c + k * self.II
+
+    def old(self, op: str, c: int, k: int) -> int:
+        return self.starts[op] + c + k * self.ii
+
+    def residue(self, e: _Event) -> cp_model.LinearExpr:
+        return self.pos(e.op, e.c, e.k - e.turn)
+
+    def event(self, op: str, c: int, k: int, end: bool) -> _Event:
+        e = _Event(op, c, k, self.old(op, c, k) // self.ii, end)
+        self.m.add(self.residue(e) >= 0)
+        self.m.add(self.residue(e) <= self.II - 1)
+        return e
+
+    # -- rules --------------------------------------------------------------------------------
+    def dependences(self) -> None:
+        for e in self.p.edges:
+            cost = self.p.cross_group_cost(e) if self.group[e.src] != self.group[e.dst] else 0
+            self.m.add(self.pos(e.dst, 0, e.distance) >= self.t[e.src] + e.latency + cost)
+
+    def stages(self) -> None:
+        for name in self.t:
+            self.event(name, 0, 0, False)
+
+    def lifetime(self, name: str) -> _Interval | None:
+        """The value's storage interval with its last read pinned as the last (None: it holds nothing)."""
+        outs = self.p.body.out_edges(name)
+        if not outs:
+            life = self.p.op(name).latency
+            return _Interval(name, 0, None, life, life // self.ii) if life > 0 else None
+        ends = [(e.dst, read_time(e, self.p.op(e.dst)), e.distance) for e in outs]
+        last = max(ends, key=lambda x: self.old(*x))
+        for other in ends:
+            self.m.add(self.pos(*last) >= self.pos(*other))
+        life = self.old(*last) - self.starts[name]
+        if life <= 0:
+            self.m.add(self.pos(*last) <= self.t[name])
+            return None
+        return _Interval(name, 0, last, life, life // self.ii)
+
+    def length_of(self, iv: _Interval) -> cp_model.LinearExpr:
+        end = iv.last if iv.last is not None else (iv.op, iv.c + iv.length, 0)
+        return self.pos(*end) - self.t[iv.op] - iv.c
+
+    def circle(self, intervals: Iterable[_Interval]) -> None:
+        """Keep the cyclic order of the intervals' begins and partial ends, and their whole turns."""
+        events: list[tuple[int, bool, _Event]] = []
+        for iv in intervals:
+            length = self.length_of(iv)
+            self.m.add(length >= iv.full * self.II)
+            self.m.add(length <= (iv.full + 1) * self.II - 1)
+            begin = self.event(iv.op, iv.c, 0, False)
+            events.append((self.old(iv.op, iv.c, 0) % self.ii, True, begin))
+            end_op, end_c, end_k = iv.last if iv.last is not None else (iv.op, iv.c + iv.length, 0)
+            end = self.event(end_op, end_c, end_k - iv.full, True)
+            events.append(((self.old(iv.op, iv.c, 0) + iv.length) % self.ii, False, end))
+        events.sort(key=lambda x: (x[0], x[1]))  # at one residue, ends (False) before begins
+        for (_, _, a), (_, _, b) in zip(events, events[1:], strict=False):
+            self.m.add(self.residue(b) >= self.residue(a))
+
+    def units(self) -> None:
+        by_unit: dict[str, list[_Interval]] = {}
+        for op in self.p.ops:
+            for use in op.uses:
+                if use.length > 0:
+                    by_unit.setdefault(use.unit, []).append(
+                        _Interval(op.name, use.offset, None, use.length, use.length // self.ii))
+        for ivs in by_unit.values():
+            self.circle(ivs)
+
+    def groups(self) -> None:
+        for g in sorted(set(self.group.values())):
+            members = [n for n in self.starts if self.group[n] == g]
+            held = [(n, self.p.hold_in(n, self.group)) for n in members]
+            self.m.add(max((h for _, h in held), default=0) <= self.II)  # a hold fits in II
+            self.circle(_Interval(n, 0, None, h, h // self.ii) for n, h in held if h > 0)
+            lives = [self.lifetime(n) for n in members if self.p.op(n).regs > 0]
+            self.circle(iv for iv in lives if iv is not None)
+
+    def memories(self) -> None:
+        """The live TMEM tiles on the circle; every stored value's ring depth ceil(life / II) as it is."""
+        lives = {op.name: self.lifetime(op.name) for op in self.p.ops if op.regs or op.smem_bytes or op.tmem_cols}
+        self.circle(lives[op.name] for op in self.p.ops if op.tmem_cols and lives[op.name] is not None)
+        for iv in lives.values():
+            if iv is not None:
+                depth = -(-iv.length // self.ii)
+                self.m.add(self.length_of(iv) >= (depth - 1) * self.II + 1)
+                self.m.add(self.length_of(iv) <= depth * self.II)
+
+    def solve(self, solver: cp_model.CpSolver) -> tuple[int, dict[str, int]] | None:
+        """The least II and its starts, shortest first; None where ``solver`` has nothing in its budget."""
+        spans = {n: self.p.span(n, self.group) for n in self.t}
+        most = max(self.starts.values()) + 2 * self.ii + max(spans.values())
+        length = self.m.new_int_var(0, most, "length")
+        for n, v in self.t.items():
+            self.m.add(length >= v + spans[n])
+            self.m.add_hint(v, self.starts[n])
+        self.m.add_hint(self.II, self.ii)
+        self.m.minimize(self.II * (most + 1) + length)
+        if solver.solve(self.m) not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+            return None
+        return solver.value(self.II), {n: solver.value(v) for n, v in self.t.items()}
+
+
+def retimed(problem: Problem, ii: int, starts: Mapping[str, int], groups: Mapping[str, int],
+            solver: cp_model.CpSolver | None = None) -> tuple[int, dict[str, int]] | None:
+    """The least II, and its starts, at which the schedule (``ii``, ``starts``, ``groups``) keeps its orders (module
+    docstring); None where that is no lower. ``solver``: one worker on a deterministic budget (``RETIME_UNITS`` by
+    default), so the answer is the same on any machine. The caller checks the result (the validator, or the joint
+    model pinned to it)."""
+    r = _Retimer(problem, ii, starts, groups)
+    r.dependences()
+    r.stages()
+    r.units()
+    r.groups()
+    r.memories()
+    found = r.solve(solver if solver is not None else _solver())
+    return found if found is not None and found[0] < ii else None
+
+
+RETIME_UNITS = 1.0  # deterministic units at most; the suite's bodies (8-80 ops) take 0.01-0.1 s
+
+
+def _solver() -> cp_model.CpSolver:
+    s = cp_model.CpSolver()
+    s.parameters.num_workers = 1
+    s.parameters.max_deterministic_time = RETIME_UNITS
+    return s
+
+
+def retime(problem: Problem, sched: Schedule) -> Schedule:
+    """``sched`` at the least II (then the shortest length) its orders allow (module docstring); ``sched`` itself
+    where that is no lower or the result would fail the validator."""
+    if sched.swp_only or not sched.groups:
+        return sched
+    groups = {o.id: o.group for o in sched.ops}
+    found = retimed(problem, sched.ii, {o.id: o.start for o in sched.ops}, groups)
+    if found is None:
+        return sched
+    ii, starts = found
+    ops = tuple(replace(o, start=starts[o.id], stage=starts[o.id] // ii, offset=starts[o.id] % ii) for o in sched.ops)
+    buffers = tuple(replace(b, copies=c, bytes=b.bytes // b.copies * c) if "->" not in b.value and b.copies
+                    and (c := copies_needed(problem, starts, ii, b.value)) != b.copies else b for b in sched.buffers)
+    length = max(o.start + problem.span(o.id, groups) for o in ops)
+    values = dict(sched.objective_values)
+    if "length" in values:
+        values["length"] = length
+    out = replace(sched, ii=ii, ops=ops, buffers=buffers, length=length, objective_values=values)
+    return sched if validate(problem, out) else out

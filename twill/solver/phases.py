@@ -1152,7 +1152,8 @@ def improve(ctx: Context, w: Window, budget: Budget) -> Outcome:
     also where the groups are pinned: FA4's roles 3793 -> 2633 in 15 units, against 2697 on the whole portfolio and
     3038 there with II alone; sessions 53-58). Their bound comes from presolve and the LP, so the phase's floor is
     mostly the window's. Without symmetry breaking, which the schedule may not meet: a relaxation of the model with
-    it, so CP-SAT's bound is still a floor."""
+    it, so CP-SAT's bound is still a floor. The neighbourhoods' schedule is then held and retimed (``retimed_found``:
+    every op moved at once, which no neighbourhood does; random-handoff-16526 9033 -> 7544, docs/design.md §3.1h)."""
     if ctx.upper is None:
         return Outcome(Verdict.UNDECIDED, w.lo)
     v = build_model(ctx.problem, ctx.options, w.lo, max(w.hi, ctx.upper.ii), symmetry=False)

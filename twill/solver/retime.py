@@ -28,7 +28,6 @@ from ortools.sat.python import cp_model
 
 from twill.problem import Problem, read_time
 from twill.schedule import Schedule
-from twill.solver.assemble import copies_needed
 from twill.validate import validate
 
 __all__ = ["RETIME_UNITS", "retime", "retimed"]
@@ -42,7 +41,6 @@ class _Event:
     c: int
     k: int
     turn: int
-    end: bool  # an interval's partial end (sorted before a begin at the same residue: [b, e) is half-open)
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,8 +74,8 @@ class _Retimer:
     def residue(self, e: _Event) -> cp_model.LinearExpr:
         return self.pos(e.op, e.c, e.k - e.turn)
 
-    def event(self, op: str, c: int, k: int, end: bool) -> _Event:
-        e = _Event(op, c, k, self.old(op, c, k) // self.ii, end)
+    def event(self, op: str, c: int, k: int) -> _Event:
+        e = _Event(op, c, k, self.old(op, c, k) // self.ii)
         self.m.add(self.residue(e) >= 0)
         self.m.add(self.residue(e) <= self.II - 1)
         return e
@@ -90,7 +88,7 @@ class _Retimer:
 
     def stages(self) -> None:
         for name in self.t:
-            self.event(name, 0, 0, False)
+            self.event(name, 0, 0)
 
     def lifetime(self, name: str) -> _Interval | None:
         """The value's storage interval with its last read pinned as the last (None: it holds nothing)."""
@@ -119,12 +117,12 @@ class _Retimer:
             length = self.length_of(iv)
             self.m.add(length >= iv.full * self.II)
             self.m.add(length <= (iv.full + 1) * self.II - 1)
-            begin = self.event(iv.op, iv.c, 0, False)
+            begin = self.event(iv.op, iv.c, 0)
             events.append((self.old(iv.op, iv.c, 0) % self.ii, True, begin))
             end_op, end_c, end_k = iv.last if iv.last is not None else (iv.op, iv.c + iv.length, 0)
-            end = self.event(end_op, end_c, end_k - iv.full, True)
+            end = self.event(end_op, end_c, end_k - iv.full)
             events.append(((self.old(iv.op, iv.c, 0) + iv.length) % self.ii, False, end))
-        events.sort(key=lambda x: (x[0], x[1]))  # at one residue, ends (False) before begins
+        events.sort(key=lambda x: (x[0], x[1]))  # at one residue, ends (False) before begins: [b, e) is half-open
         for (_, _, a), (_, _, b) in zip(events, events[1:], strict=False):
             self.m.add(self.residue(b) >= self.residue(a))
 
@@ -209,11 +207,9 @@ def retime(problem: Problem, sched: Schedule) -> Schedule:
         return sched
     ii, starts = found
     ops = tuple(replace(o, start=starts[o.id], stage=starts[o.id] // ii, offset=starts[o.id] % ii) for o in sched.ops)
-    buffers = tuple(replace(b, copies=c, bytes=b.bytes // b.copies * c) if "->" not in b.value and b.copies
-                    and (c := copies_needed(problem, starts, ii, b.value)) != b.copies else b for b in sched.buffers)
     length = max(o.start + problem.span(o.id, groups) for o in ops)
     values = dict(sched.objective_values)
     if "length" in values:
         values["length"] = length
-    out = replace(sched, ii=ii, ops=ops, buffers=buffers, length=length, objective_values=values)
+    out = replace(sched, ii=ii, ops=ops, length=length, objective_values=values)  # ring depths are kept
     return sched if validate(problem, out) else out

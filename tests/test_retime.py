@@ -12,7 +12,7 @@ from twill.options import SolveOptions
 from twill.problem import Problem, build_problem
 from twill.schedule import Schedule
 from twill.solver import solve
-from twill.solver.assemble import copies_needed
+from twill.solver.compact import _rebuffered
 from twill.solver.retime import retime, retimed
 from twill.solver.sequential import sequential_witness
 from twill.validate import validate
@@ -57,8 +57,7 @@ def _stretched(problem: Problem, sched: Schedule, ii: int) -> Schedule:
     """``sched`` at a longer II with every op at its stage and offset: valid, with idle cycles in each II."""
     ops = tuple(replace(o, start=o.stage * ii + o.offset) for o in sched.ops)
     starts = {o.id: o.start for o in ops}
-    buffers = tuple(replace(b, copies=c, bytes=b.bytes // b.copies * c) if "->" not in b.value and b.copies
-                    and (c := copies_needed(problem, starts, ii, b.value)) != b.copies else b for b in sched.buffers)
+    buffers = tuple(_rebuffered(problem, b, starts, ii) for b in sched.buffers)  # the stretch may deepen a ring
     return replace(sched, ii=ii, ops=ops, buffers=buffers)
 
 

@@ -1169,20 +1169,22 @@ def improve(ctx: Context, w: Window, budget: Budget) -> Outcome:
     floor = found.ii if status == cp_model.OPTIMAL else max(w.lo, leading_bound(s.best_objective_bound, weight))
     if floor < found.ii:  # every op moved at once, which the neighbourhoods do not do
         ctx.hold(found)
-        found = retimed_found(ctx, v, floor) or found
+        found = retimed_found(ctx, floor, v) or found
     ctx.refuted(w.lo, floor - 1, "CP-SAT (the joint model, from the best schedule)")
     return Outcome(Verdict.FOUND, floor, found)
 
 
-def retimed_found(ctx: Context, v: ScheduleModel, lo: int) -> Found | None:
+def retimed_found(ctx: Context, lo: int, v: ScheduleModel | None = None) -> Found | None:
     """The best schedule (``ctx.upper``) at the least II its orders allow (``twill.solver.retime``), held and returned
-    as a solution of ``v``; None where that is no lower. The joint model pinned to it checks it (``_at_schedule``)."""
+    as a solution of ``v`` (by default the joint model over [lo, its II], built only where the retiming lowers it);
+    None where that is no lower. The joint model pinned to it checks it (``_at_schedule``)."""
     a = ctx.upper
     if a is None or not a.groups:
         return None
     got = retimed(ctx.problem, a.ii, a.starts, a.groups, solver(ctx.work, RETIME_UNITS, 1))
     if got is None or got[0] < lo:
         return None
+    v = v if v is not None else build_model(ctx.problem, ctx.options, lo, a.ii, symmetry=False)
     s = _at_schedule(ctx, v, replace(a, ii=got[0], starts=got[1]))
     if s is None:
         return None

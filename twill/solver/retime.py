@@ -186,7 +186,7 @@ def retimed(problem: Problem, ii: int, starts: Mapping[str, int], groups: Mappin
     return found if found is not None and found[0] < ii else None
 
 
-RETIME_UNITS = 1.0  # deterministic units at most; the suite's bodies (8-80 ops) take 0.01-0.1 s
+RETIME_UNITS = 1.0  # deterministic units at most; 0.01-0.08 s on the schedules timed (docs/design.md §3.1h)
 
 
 def _solver() -> cp_model.CpSolver:

@@ -197,9 +197,8 @@ def _retimed_result(ctx: Context, result: _IIResult) -> _IIResult:
     if found is None or result.optimal or ctx.options.swp_only:
         return result
     ctx.hold(found)
-    v = build_model(ctx.problem, ctx.options, result.floor, found.ii, symmetry=False)
-    lower = retimed_found(ctx, v, result.floor)
-    return result if lower is None else _IIResult(lower, lower.ii <= result.floor, result.floor)
+    lower = retimed_found(ctx, result.floor)
+    return result if lower is None else replace(result, found=lower, optimal=lower.ii <= result.floor)
 
 
 def _structure_floor(ctx: Context, lb: int, why: str, cap: int) -> tuple[int, str]:

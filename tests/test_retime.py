@@ -11,9 +11,12 @@ from twill.frontend.programs import load_program
 from twill.options import SolveOptions
 from twill.problem import Problem, build_problem
 from twill.schedule import Schedule
-from twill.solver import solve
+from twill.solver import hints, solve
 from twill.solver.compact import _rebuffered
+from twill.solver.phases import Context
 from twill.solver.retime import retime, retimed
+from twill.solver.run import Work
+from twill.solver.search import RESERVE, _IIResult, _last_neighbourhoods
 from twill.solver.sequential import sequential_witness
 from twill.validate import validate
 
@@ -86,3 +89,22 @@ def test_a_schedule_at_its_least_ii_comes_back_unchanged():
     once = retime(p, sequential_witness(p))
     assert retime(p, once) is once
     assert retimed(p, once.ii, {o.id: o.start for o in once.ops}, {o.id: o.group for o in once.ops}) is None
+
+
+@pytest.mark.parametrize(("program", "before", "after", "optimal"), [
+    ("gemm", 13498, 1428, True),  # CP-SAT's bound meets the schedule: 1428 is gemm's proven optimum on h100
+    ("fa_bwd", 11769, 3167, False),
+])
+def test_the_neighbourhoods_after_an_unproven_search_lower_its_schedule(program, before, after, optimal):
+    """``search._last_neighbourhoods`` on an II search that ended unproven at the sequential schedule (nothing refuted):
+    the neighbourhoods and the retiming lower it on two thirds of the reserve, and where CP-SAT's bound meets the
+    schedule the result is optimal with its floor at the II."""
+    p = _problem(program, "h100")
+    options = SolveOptions(workers=2, work_limit=30, time_limit=900)
+    ctx = Context(p, options, Work.starting_now(900, 30))
+    seq = sequential_witness(p)
+    ctx.upper = hints.from_schedule(p, seq)
+    out = _last_neighbourhoods(ctx, _IIResult(None, False, 1))
+    assert (seq.ii, out.found.ii, out.optimal) == (before, after, optimal)
+    assert out.floor == after if optimal else 1 <= out.floor < after
+    assert ctx.work.spent <= 30 * RESERVE

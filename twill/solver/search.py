@@ -84,6 +84,9 @@ RESERVE = 0.1  # of the work kept for the secondary objectives once a schedule i
 # the improvement's seed, paid from that reserve so that it never cuts the II search: the relaxation's probe (a quarter:
 # away from its floor it decides in a fraction of a unit, FA4 free 0.62, random-units-16519 0.10) and its completion
 SEED = Budget(share=RESERVE, at_least=0.0)
+# the neighbourhoods after an unproven II search (``_last_neighbourhoods``): two thirds of the reserve, the secondary
+# objectives the rest
+LAST_IMPROVE = Budget(share=RESERVE * 2 / 3, at_least=0.0)
 SEED_PROBE = 1 / 4
 EARLY_DESCENT = Budget(share=1 / 10, at_least=3.0, attempt=1.0)  # the descent before the windows
 SMALL_IMPROVE = Budget(share=1 / 10, at_least=3.0)  # the neighbourhoods after it, on small bodies (``_improve_small``)
@@ -169,7 +172,7 @@ def solve(problem: Problem, options: SolveOptions | None = None) -> Schedule:
     ctx.work.limit = options.work * (1 - RESERVE if incumbent is not None or fallback is not None else 1)
     result = _search_ii(ctx, lb, cap) if cap >= lb else _IIResult(None, False, lb, exhausted=True)
     ctx.work.limit = options.work
-    result = _retimed_result(ctx, result)
+    result = _retimed_result(ctx, _last_neighbourhoods(ctx, result))
     ii_seconds = ctx.work.seconds()
     first = ctx.work.first
     found, optimal, floor = result.found, result.optimal, result.floor
@@ -186,6 +189,30 @@ def solve(problem: Problem, options: SolveOptions | None = None) -> Schedule:
     first = ii_seconds if first is None else first
     return replace(compact_stages(problem, _finish(ctx, found, optimal, floor, lb, why)), ii_seconds=ii_seconds,
                    first_seconds=first)
+
+
+def _last_neighbourhoods(ctx: Context, result: _IIResult) -> _IIResult:
+    """Where the II search ends unproven, the improvement phase's neighbourhoods (``phases.improve``, which retimes
+    what they reach) from its schedule, on ``LAST_IMPROVE`` of the work: the part of the secondary objectives'
+    reserve that a lower II is worth more than. The windows and the probes have spent their budget on the floor,
+    which this leaves as it is (CP-SAT's bound can only raise it); the schedule lowers instead: from the suite's
+    30-unit schedules, three more units of neighbourhoods lower two-tile FA b200 at head_dim 256 7054 -> 6926,
+    random-tmem-16507 2882 -> 2805, random-handoff-16526 7544 -> 7284 (docs/benchmarks_notes.md, session 77).
+    The secondary objectives keep what is left of the reserve; a proven II never comes here, so its secondary
+    objectives are as before."""
+    if result.optimal or result.exhausted or ctx.options.swp_only or ctx.work.left() <= 0:
+        return result
+    if result.found is not None:
+        ctx.hold(result.found)
+    if ctx.upper is None:
+        return result
+    top = ctx.upper.ii
+    out = improve(ctx, Window(result.floor, top), LAST_IMPROVE)
+    if out.found is None or out.found.ii >= top:
+        return replace(result, floor=max(result.floor, out.floor))
+    ctx.report(f"the neighbourhoods after the II search: II {out.found.ii}")
+    floor = max(result.floor, out.floor)
+    return replace(result, found=out.found, optimal=floor >= out.found.ii, floor=min(floor, out.found.ii))
 
 
 def _retimed_result(ctx: Context, result: _IIResult) -> _IIResult:

@@ -108,3 +108,15 @@ def test_the_neighbourhoods_after_an_unproven_search_lower_its_schedule(program,
     assert (seq.ii, out.found.ii, out.optimal) == (before, after, optimal)
     assert out.floor == after if optimal else 1 <= out.floor < after
     assert ctx.work.spent <= 30 * RESERVE
+
+
+def test_the_neighbourhoods_prove_a_schedule_they_cannot_lower():
+    """From gemm h100's optimum (1428) with nothing refuted, the neighbourhoods find nothing lower and CP-SAT's bound
+    meets the schedule: the search's own schedule is returned, now proven optimal."""
+    p = _problem("gemm", "h100")
+    ctx = Context(p, SolveOptions(workers=2, work_limit=30, time_limit=900), Work.starting_now(900, 30))
+    ctx.upper = hints.from_schedule(p, sequential_witness(p))
+    best = _last_neighbourhoods(ctx, _IIResult(None, False, 1)).found
+    assert best.ii == 1428
+    out = _last_neighbourhoods(ctx, _IIResult(best, False, 1))
+    assert (out.found, out.optimal, out.floor) == (best, True, 1428)

@@ -208,12 +208,10 @@ def _last_neighbourhoods(ctx: Context, result: _IIResult) -> _IIResult:
         return result
     top = ctx.upper.ii
     out = improve(ctx, Window(result.floor, top), LAST_IMPROVE)
-    floor = max(result.floor, out.floor)
-    if out.found is None:
-        return result
-    if out.found.ii >= top and floor < top:  # no lower
+    floor = max(result.floor, out.floor)  # improve's floor is the window's where it found nothing
+    if out.found is None or (out.found.ii >= top and floor < top):  # nothing lower
         return replace(result, floor=floor)
-    if out.found.ii >= top:  # no lower, and the bound met it: optimal (the search's own schedule where it has one)
+    if out.found.ii >= top:  # nothing lower, and the bound met it: optimal (the search's own schedule where it has one)
         return replace(result, floor=top, optimal=True, found=result.found or out.found)
     ctx.report(f"the neighbourhoods after the II search: II {out.found.ii}")
     return replace(result, found=out.found, optimal=floor >= out.found.ii, floor=min(floor, out.found.ii))

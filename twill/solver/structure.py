@@ -78,7 +78,7 @@ class StructureModel:
     paths: dict[str, dict[str, int]] = field(default_factory=dict)  # longest paths at this II from each value
     held: dict[str, cp_model.IntVar] = field(default_factory=dict)  # lifetimes with the hand-offs on their paths
     copies: dict[str, cp_model.IntVar] = field(default_factory=dict)  # floor(held / II) per value
-    handoffs: bool = True  # lengthen register lifetimes, and charge the groups' copies, by the hand-offs (off: proposals)
+    handoffs: bool = True  # lengthen register lifetimes by the hand-offs on their paths (off: proposals)
 
     @property
     def groups(self) -> range:
@@ -120,11 +120,9 @@ def add_issue_sums(s: StructureModel) -> None:
     copies of the register hand-offs it stores or loads across groups (``Problem.hold_in``), as the joint
     model charges them. Without the copies a split looked free: on random-regs-16510 (h100) the grouping
     proposed at II 4500 holds 3497 cycles per consumer group on the ops alone and 5887 and 5557 with its
-    copies, and the joint model refutes it at II 5000 at once (docs/benchmarks_notes.md, session 78). The floor
-    counts them; the proposals do not (``handoffs`` off, as for the lifetimes): proposed with them, random-units-16018
-    (h100) went 1425 -> 2084, its proposals' best first schedule 2020 -> 2296 and the descent from it finding nothing.
+    copies, and the joint model refutes it at II 5000 at once (docs/benchmarks_notes.md, session 78).
     Math: sum_v hold(v) x[v, g] + sum_e (store_e [src_e in g] + load_e [dst_e in g]) cross_e <= II."""
-    copies = _copy_terms(s) if s.handoffs else {g: [] for g in s.groups}
+    copies = _copy_terms(s)
     for g in s.groups:
         s.m.add(sum(s.problem.hold(op.name) * s.x[op.name, g] for op in s.problem.ops) + sum(copies[g]) <= s.ii)
 
@@ -366,7 +364,7 @@ def build_structure(problem: Problem, options: SolveOptions, ii: int, drop: tupl
                     handoffs: bool = True) -> StructureModel:
     """The structure relaxation at ``ii`` (II >= RecMII, so shortest lifetimes are defined),
     without the families named in ``drop``; without ``handoffs``, each value's shortest lifetime
-    alone and no hand-off copies in the issue sums (a weaker relaxation, still valid)."""
+    alone (a weaker relaxation, still valid)."""
     names = [op.name for op in problem.ops if op.regs or op.smem_bytes]
     paths = longest_paths(problem, ii, names) if names else {}
     own = shortest_lifetimes(problem, ii, names, resident=False, paths=paths) if names else {}
@@ -455,9 +453,8 @@ def propose_grouping(problem: Problem, options: SolveOptions, ii: int, work: Wor
     largest hold sum (balanced groups leave each the most slack): what a schedule under it pays
     least for; with ``balanced``, the smallest largest hold sum first. None when the relaxation
     has none in its budget. It proposes under each value's shortest lifetime, without the hand-offs'
-    lengthening (``_handoff_lifetimes``) and without the groups' hand-off copies (``_copy_terms``), which only the
-    floor uses: proposed under the first, the schedules of ten large suite bodies moved, six of them up
-    (docs/benchmarks_notes.md, session 27); under the second, random-units-16018 went 1425 -> 2084 (session 78)."""
+    lengthening (``_handoff_lifetimes``), which only the floor uses: proposed under it, the schedules
+    of ten large suite bodies moved, six of them up (docs/benchmarks_notes.md, session 27)."""
     if options.swp_only or work.left() <= 0:
         return None
     s = build_structure(problem, options, ii, handoffs=False)

@@ -116,33 +116,10 @@ def add_groups(s: StructureModel) -> None:
 
 
 def add_issue_sums(s: StructureModel) -> None:
-    """In-order issue (§2.7): a group's ops hold it one after another within every II, each with the
-    copies of the register hand-offs it stores or loads across groups (``Problem.hold_in``), as the joint
-    model charges them. Without the copies a split looked free: on random-regs-16510 (h100) the grouping
-    proposed at II 4500 holds 3497 cycles per consumer group on the ops alone and 5887 and 5557 with its
-    copies, and the joint model refutes it at II 5000 at once (docs/benchmarks_notes.md, session 78).
-    Math: sum_v hold(v) x[v, g] + sum_e (store_e [src_e in g] + load_e [dst_e in g]) cross_e <= II."""
-    copies = _copy_terms(s)
+    """In-order issue (§2.7): a group's ops hold it one after another within every II.
+    Math: sum_v hold(v) x[v, g] <= II."""
     for g in s.groups:
-        s.m.add(sum(s.problem.hold(op.name) * s.x[op.name, g] for op in s.problem.ops) + sum(copies[g]) <= s.ii)
-
-
-def _copy_terms(s: StructureModel) -> dict[int, list[cp_model.LinearExprT]]:
-    """Per group, the hand-off copies it issues (``Problem.handoff_holds``): each copy's cycles times a variable
-    at least x[its end, g] - x[the other end, g], which is 1 exactly where the end sits in g and the other end
-    does not (the edge crosses out of g); the sums only bound it from above, so that is enough, and the LP reads
-    it (a literal implied by x and the edge's crossing literal left the structure floor of random-regs-16010
-    undecided within its two units)."""
-    p, terms = s.problem, {g: [] for g in s.groups}
-    for i, e in enumerate(p.edges):
-        for end, other, cycles in zip((e.src, e.dst), (e.dst, e.src), p.handoff_holds(e), strict=True):
-            if not cycles:
-                continue
-            for g in s.groups:
-                pays = s.m.new_int_var(0, 1, f"copy[{e.src}->{e.dst}#{i},{end},{g}]")
-                s.m.add(pays >= s.x[end, g] - s.x[other, g])
-                terms[g].append(cycles * pays)
-    return terms
+        s.m.add(sum(s.problem.hold(op.name) * s.x[op.name, g] for op in s.problem.ops) <= s.ii)
 
 
 def add_isolation(s: StructureModel) -> None:

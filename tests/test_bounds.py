@@ -252,3 +252,27 @@ def test_a_feasible_answer_names_its_bound():
     assert sched.proof.startswith("feasible: the search's work budget is spent; every II below 2546 is proven "
                                   "infeasible (lower bound 2546: tmem: ")
     assert sched.proof.endswith("with the pinned groups' hand-offs and in-order waits)")
+
+
+def test_the_pinned_in_order_bound_counts_the_hand_off_copies_between_pinned_groups():
+    """a -> b -> c carry 64-register tiles; with a and c pinned to one group and b to another, both tiles cross
+    groups through SMEM, so group 0 holds a's store (5 cycles on h100) and c's load (5) beside their own 200: II
+    >= 210, which the solver meets with a proof. With b unpinned it may join group 0 and copy nothing: 200."""
+    from twill import Issuer, LoopBuilder, Use
+    from twill.solver import solve
+    from twill.validate import validate
+
+    b = LoopBuilder("handoff3")
+    for name, unit in (("a", "alu"), ("b", "fp32"), ("c", "mufu")):
+        b.op(name, kind="work", uses=[Use(unit=unit, length=100)], latency=100, issuer=Issuer.WARPGROUP, regs=64)
+    b.edge("a", "b")
+    b.edge("b", "c")
+    p = build_problem(b.build(), get_arch("h100"))
+    assert bound_and_reason(p, SolveOptions())[0] == 100
+    apart = SolveOptions(workers=1, time_limit=60, fixed_groups=(("a", 0), ("b", 1), ("c", 0)))
+    assert bound_and_reason(p, apart) == (210, "in-order issue: the ops pinned to group 0 hold it 210 cycles per "
+                                          "iteration, 10 of them the SMEM copies of its register hand-offs to other "
+                                          "groups")
+    sched = solve(p, apart)
+    assert (sched.ii, sched.status) == (210, "optimal") and validate(p, sched) == []
+    assert bound_and_reason(p, SolveOptions(fixed_groups=(("a", 0), ("c", 0))))[0] == 200

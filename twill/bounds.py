@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
 import networkx as nx
@@ -525,10 +526,12 @@ def _pinned_bound(problem: Problem, options: SolveOptions, lb: int) -> tuple[int
         return None
     found: list[tuple[int, str]] = [(lb, "")]
     holds: dict[int, int] = {}
-    for name, group in options.fixed_groups:
-        holds[group] = holds.get(group, 0) + problem.hold(name)
+    pins = dict(options.fixed_groups)
+    for name, group in pins.items():
+        holds[group] = holds.get(group, 0) + pinned_hold(problem, name, pins)
     group, total = max(holds.items(), key=lambda gh: (gh[1], -gh[0]))
-    found.append((total, f"in-order issue: the ops pinned to group {group} hold it {total} cycles per iteration"))
+    found.append((total, f"in-order issue: the ops pinned to group {group} hold it {total} cycles per iteration"
+                         f"{_copies_words(problem, pins, group)}"))
     recurrence = rec_mii(pinned)
     if recurrence is not None:
         found.append((recurrence.ii, f"recurrence {' -> '.join(recurrence.ops)} with the pinned groups' hand-offs "
@@ -544,6 +547,22 @@ def _pinned_bound(problem: Problem, options: SolveOptions, lb: int) -> tuple[int
         found.append((storage.ii, f"{storage.sentence()}, with the pinned groups' hand-offs and in-order waits"))
     best = max(found, key=lambda f: f[0])  # the first of equals: lb itself, then the cheaper reasons
     return best if best[0] > lb else None
+
+
+def pinned_hold(problem: Problem, name: str, pins: Mapping[str, int]) -> int:
+    """Cycles op ``name`` holds its pinned group in every schedule under ``pins``: its hold, plus the SMEM copy of
+    each register hand-off whose other end is pinned to another group (``Problem.hold_in``: the store on the
+    producer's group, the load on the reader's). An edge with an unpinned end may stay within one group, so its
+    copy is left out: the sum over a group stays a bound of every completion of the pins."""
+    here = pins[name]
+    groups = {op.name: pins.get(op.name, here) for op in problem.ops}
+    return problem.hold_in(name, groups)
+
+
+def _copies_words(problem: Problem, pins: Mapping[str, int], group: int) -> str:
+    """What the pinned hand-offs add to ``group``'s holds, in words ('' where nothing)."""
+    copies = sum(pinned_hold(problem, n, pins) - problem.hold(n) for n, g in pins.items() if g == group)
+    return f", {copies} of them the SMEM copies of its register hand-offs to other groups" if copies else ""
 
 
 def issue_mii(problem: Problem, options: SolveOptions) -> tuple[int, str] | None:

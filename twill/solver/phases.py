@@ -882,7 +882,7 @@ def _bisect_probe(ctx: Context, ii: int, budget: Budget, until: float, cold: boo
     ``BISECT_COLD_LP``, where refutations come cheapest, with the probe's whole budget in one solve (the repair's
     short try comes on top: it is the finder, the cold solve the refuter). ``cold=False``: the repair alone.
     Where Benders over groupings applies (``_groupings_apply``), the first probe the cold solve leaves undecided
-    gets it for at most ``GROUPINGS_PROBE`` units: if it decides that probe, it goes before the cold solve from then
+    gets it for at most ``GROUPINGS_PROBE`` units of its own: if it decides that probe, it goes before the cold solve from then
     on; if not, it is not tried again (what it spends undecided the probes after it lack)."""
     def steps() -> Iterator[tuple[Start, float, int, int]]:
         for start, lp, most in _probe_plan(ctx, budget, cold):
@@ -898,7 +898,11 @@ def _bisect_probe(ctx: Context, ii: int, budget: Budget, until: float, cold: boo
             return status, found
     status, found = _solve_in_turn(ctx, build_model(ctx.problem, ctx.options, ii, ii), ii, steps())
     if status == cp_model.UNKNOWN and benders and ctx.groupings is None:
-        status, found = _groupings_probe(ctx, ii, budget, until)
+        # its own units past the probe's mark: the joint solve spent the probe's budget, and capped by ``until`` the
+        # loop had no work left and never ran (two-tile FA h100 d64 at 1107: undecided after the joint model's 7.4
+        # units, refuted by the loop in 0.12; docs/benchmarks_notes.md, session 79)
+        own = ctx.work.until(min(budget.at_least, GROUPINGS_PROBE))
+        status, found = _groupings_probe(ctx, ii, budget, max(until, own))
         ctx.groupings = status != cp_model.UNKNOWN
     return status, found
 

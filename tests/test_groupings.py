@@ -114,3 +114,26 @@ def test_a_probe_the_joint_model_leaves_undecided_goes_to_benders_on_any_small_b
                          Work.starting_now(60, 30))
     assert phases._bisect_probe(big, 5000, phases.BISECT_II, big.work.until(10))[0] == cp_model.UNKNOWN
     assert calls == [1943]
+
+
+def test_benders_after_an_undecided_probe_gets_work_of_its_own(monkeypatch):
+    """The joint solve of a probe runs to the probe's work mark; Benders over groupings after it must get units past
+    that mark (at most GROUPINGS_PROBE), or it builds nothing and is never tried again (two-tile FA h100 d64 at 1107:
+    refuted by the loop in 0.12 units once it ran; docs/benchmarks_notes.md, session 79)."""
+    from twill.solver import phases
+
+    p = build_problem(random_body(16524, 15, profile="handoff"), get_arch("h100"))
+    ctx = phases.Context(p, SolveOptions(workers=2), Work.starting_now(60, 30))
+    mark = ctx.work.until(4)
+
+    def spend_to_the_mark(ctx_, v, at, plan):
+        ctx_.work.spent = mark
+        return cp_model.UNKNOWN, None
+
+    marks = []
+    monkeypatch.setattr(phases, "_solve_in_turn", spend_to_the_mark)
+    monkeypatch.setattr(phases, "decide_by_groupings",
+                        lambda p, o, ii, work, until, units: (marks.append(until - work.spent),
+                                                              (cp_model.INFEASIBLE, None, None))[1])
+    assert phases._bisect_probe(ctx, 1943, phases.BISECT_II, mark)[0] == cp_model.INFEASIBLE
+    assert marks == [min(phases.BISECT_II.at_least, phases.GROUPINGS_PROBE)] and ctx.groupings is True

@@ -45,7 +45,7 @@ from twill.solver import hints
 from twill.solver.assemble import Assignment
 from twill.solver.groupings import decide_by_groupings
 from twill.solver.model import ScheduleModel, build_model, upper
-from twill.solver.retime import RETIME_UNITS, retimed
+from twill.solver.retime import RETIME_UNITS, reinserted, retimed
 from twill.solver.run import (
     SEARCH_AND_BOUND,
     Budget,
@@ -1178,14 +1178,20 @@ def improve(ctx: Context, w: Window, budget: Budget) -> Outcome:
     return Outcome(Verdict.FOUND, floor, found)
 
 
-def retimed_found(ctx: Context, lo: int, v: ScheduleModel | None = None) -> Found | None:
-    """The best schedule (``ctx.upper``) at the least II its orders allow (``twill.solver.retime``), held and returned
-    as a solution of ``v`` (by default the joint model over [lo, its II], built only where the retiming lowers it);
-    None where that is no lower. The joint model pinned to it checks it (``_at_schedule``)."""
+def retimed_found(ctx: Context, lo: int, v: ScheduleModel | None = None, until: float | None = None) -> Found | None:
+    """The best schedule (``ctx.upper``) at the least II its orders allow (``twill.solver.retime``), then, up to the
+    work mark ``until``, lowered by re-placing a few ops at a time under the retiming (``reinserted``); held and
+    returned as a solution of ``v`` (by default the joint model over [lo, its II], built only where it is lower);
+    None where nothing is lower. The joint model pinned to it checks it (``_at_schedule``)."""
     a = ctx.upper
     if a is None or not a.groups:
         return None
     got = retimed(ctx.problem, a.ii, a.starts, a.groups, solver(ctx.work, RETIME_UNITS, 1))
+    how = "retimed"
+    if until is not None:
+        ii, starts = got or (a.ii, a.starts)
+        placed = reinserted(ctx.problem, ii, starts, a.groups, _rooms(ctx, a), ctx.work, until, lo)
+        got, how = (placed, "ops re-placed") if placed is not None else (got, how)
     if got is None or got[0] < lo:
         return None
     v = v if v is not None else build_model(ctx.problem, ctx.options, lo, a.ii, symmetry=False)
@@ -1194,8 +1200,14 @@ def retimed_found(ctx: Context, lo: int, v: ScheduleModel | None = None) -> Foun
         return None
     found = Found(v, s)
     ctx.hold(found)
-    ctx.report(f"  retimed: II {found.ii}")
+    ctx.report(f"  {how}: II {found.ii}")
     return found
+
+
+def _rooms(ctx: Context, a: Assignment) -> dict[int, int]:
+    """Each group's register words for values: its budget above the reserved registers (``ScheduleModel.register_room``)."""
+    reserved = ctx.problem.arch.limit("regs_reserved_per_thread")
+    return {g: 32 * a.warps.get(g, 0) * (a.regs.get(g, 0) - reserved) for g in set(a.groups.values())}
 
 
 def hint_completed(ctx: Context, v: ScheduleModel, a: Assignment) -> None:

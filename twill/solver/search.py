@@ -87,6 +87,11 @@ SEED = Budget(share=RESERVE, at_least=0.0)
 # the neighbourhoods after an unproven II search (``_last_neighbourhoods``): two thirds of the reserve, the secondary
 # objectives the rest
 LAST_IMPROVE = Budget(share=RESERVE * 2 / 3, at_least=0.0)
+# the reinsertion after them (``_retimed_result``): a third of what the II search left (the neighbourhoods are held to
+# the rest: the II search often overruns its limit, and a fixed share would leave them nothing), up to a third of the
+# reserve; the secondary objectives of an unproven II keep what is left after it
+REINSERT_SHARE = 1 / 3
+REINSERT = Budget(share=RESERVE / 3, at_least=0.0)
 SEED_PROBE = 1 / 4
 EARLY_DESCENT = Budget(share=1 / 10, at_least=3.0, attempt=1.0)  # the descent before the windows
 SMALL_IMPROVE = Budget(share=1 / 10, at_least=3.0)  # the neighbourhoods after it, on small bodies (``_improve_small``)
@@ -171,8 +176,11 @@ def solve(problem: Problem, options: SolveOptions | None = None) -> Schedule:
         ctx.hold(fallback)
     ctx.work.limit = options.work * (1 - RESERVE if incumbent is not None or fallback is not None else 1)
     result = _search_ii(ctx, lb, cap) if cap >= lb else _IIResult(None, False, lb, exhausted=True)
+    # what the II search left of the work: the last neighbourhoods, then the reinsertion its share (REINSERT_SHARE)
+    ctx.work.limit = ctx.work.spent + max(0.0, options.work - ctx.work.spent) * (1 - REINSERT_SHARE)
+    result = _last_neighbourhoods(ctx, result)
     ctx.work.limit = options.work
-    result = _retimed_result(ctx, _last_neighbourhoods(ctx, result))
+    result = _retimed_result(ctx, result)
     ii_seconds = ctx.work.seconds()
     first = ctx.work.first
     found, optimal, floor = result.found, result.optimal, result.floor
@@ -220,13 +228,14 @@ def _last_neighbourhoods(ctx: Context, result: _IIResult) -> _IIResult:
 def _retimed_result(ctx: Context, result: _IIResult) -> _IIResult:
     """The II search's schedule at the least II its orders allow (``phases.retimed_found``) where
     it is not proven: every op moved at once, which no phase of the search does (the improvement's neighbourhoods
-    leave random-handoff-16526 at 9033 with a schedule 7604 cycles long; retimed, 7544). Optimal where that meets
-    the floor."""
+    leave random-handoff-16526 at 9033 with a schedule 7604 cycles long; retimed, 7544); then, on ``REINSERT`` of the
+    work, ops re-placed one at a time and a group at a time under the retiming (``retime.reinserted``). Optimal where
+    that meets the floor."""
     found = result.found
     if found is None or result.optimal or ctx.options.swp_only:
         return result
     ctx.hold(found)
-    lower = retimed_found(ctx, result.floor)
+    lower = retimed_found(ctx, result.floor, until=ctx.work.until(REINSERT.units(ctx.options.work)))
     return result if lower is None else replace(result, found=lower, optimal=lower.ii <= result.floor)
 
 

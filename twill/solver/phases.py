@@ -45,7 +45,7 @@ from twill.solver import hints
 from twill.solver.assemble import Assignment
 from twill.solver.groupings import decide_by_groupings
 from twill.solver.model import ScheduleModel, build_model, upper
-from twill.solver.retime import RETIME_UNITS, reinserted, retimed
+from twill.solver.retime import RETIME_UNITS, register_rooms, reinserted, retimed
 from twill.solver.run import (
     SEARCH_AND_BOUND,
     Budget,
@@ -1190,7 +1190,8 @@ def retimed_found(ctx: Context, lo: int, v: ScheduleModel | None = None, until: 
     how = "retimed"
     if until is not None:
         ii, starts = got or (a.ii, a.starts)
-        placed = reinserted(ctx.problem, ii, starts, a.groups, _rooms(ctx, a), ctx.work, until, lo)
+        placed = reinserted(ctx.problem, ii, starts, a.groups, register_rooms(ctx.problem, a.warps, a.regs), ctx.work,
+                            until, lo)
         got, how = (placed, "ops re-placed") if placed is not None else (got, how)
     if got is None or got[0] < lo:
         return None
@@ -1202,12 +1203,6 @@ def retimed_found(ctx: Context, lo: int, v: ScheduleModel | None = None, until: 
     ctx.hold(found)
     ctx.report(f"  {how}: II {found.ii}")
     return found
-
-
-def _rooms(ctx: Context, a: Assignment) -> dict[int, int]:
-    """Each group's register words for values: its budget above the reserved registers (``ScheduleModel.register_room``)."""
-    reserved = ctx.problem.arch.limit("regs_reserved_per_thread")
-    return {g: 32 * a.warps.get(g, 0) * (a.regs.get(g, 0) - reserved) for g in set(a.groups.values())}
 
 
 def hint_completed(ctx: Context, v: ScheduleModel, a: Assignment) -> None:

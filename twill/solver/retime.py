@@ -31,7 +31,7 @@ from twill.schedule import Schedule
 from twill.solver.run import Work, solver
 from twill.validate import validate
 
-__all__ = ["RETIME_UNITS", "reinsert", "reinserted", "retime", "retimed"]
+__all__ = ["RETIME_UNITS", "register_rooms", "reinsert", "reinserted", "retime", "retimed"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -265,9 +265,9 @@ def reinserted(problem: Problem, ii: int, starts: Mapping[str, int], groups: Map
     (``_Retimer`` with ``free``). A step that lowers (II, length) is kept; passes repeat while one lowers II, until
     the work mark ``until``. Why: the retiming keeps every order, and the improvement's neighbourhoods free a part
     of the schedule but keep the rest in place; a free op under a global retiming is both at once, and CP-SAT
-    decides each step in a fraction of a unit (random-handoff-16526's 30-unit schedule, 41 ops: 7188 -> 6127 in
-    1.1 units; docs/design.md §3.1h). ``rooms``: each group's register words for values; it stops at ``floor``, a
-    proven bound. None where nothing is lower; the caller checks the result (the joint model pinned to it)."""
+    decides each step in a fraction of a unit (random-handoff-16526's 30-unit schedule, 41 ops: 7188 -> 6810 in
+    one unit, 6415 in two; docs/design.md §3.1h). ``rooms``: each group's register words for values
+    (``register_rooms``); it stops at ``floor``, a proven bound. None where nothing is lower; the caller checks the result (the joint model pinned to it)."""
     current = (ii, dict(starts))
     best_key = (ii, _length(problem, ii, starts, groups))
     moves = [[op.name] for op in problem.ops]
@@ -293,6 +293,13 @@ def reinserted(problem: Problem, ii: int, starts: Mapping[str, int], groups: Map
 
 def _length(problem: Problem, ii: int, starts: Mapping[str, int], groups: Mapping[str, int]) -> int:
     return max(t + problem.span(n, groups) for n, t in starts.items())
+
+
+def register_rooms(problem: Problem, warps: Mapping[int, int], regs: Mapping[int, int | None]) -> dict[int, int]:
+    """Each group's register words for values at its warps and budget: the budget above the reserved registers
+    (as ``ScheduleModel.register_room`` states it in the joint model)."""
+    reserved = problem.arch.limit("regs_reserved_per_thread")
+    return {g: 32 * w * ((regs.get(g) or 0) - reserved) for g, w in warps.items()}
 
 
 MOVE_UNITS = 0.1  # units at most for one step of ``reinserted`` (most decide in under 0.05)
@@ -324,8 +331,7 @@ def reinsert(problem: Problem, sched: Schedule, units: float = 1.0) -> Schedule:
     ``sched`` itself where nothing is lower or the result would fail the validator."""
     if sched.swp_only or not sched.groups:
         return sched
-    reserved = problem.arch.limit("regs_reserved_per_thread")
-    rooms = {g.id: 32 * g.warps * ((g.regs_per_thread or 0) - reserved) for g in sched.groups}
+    rooms = register_rooms(problem, {g.id: g.warps for g in sched.groups}, {g.id: g.regs_per_thread for g in sched.groups})
     work = Work.starting_now(3600.0, units)  # the work decides; the hour is only a cap
     found = reinserted(problem, sched.ii, {o.id: o.start for o in sched.ops}, {o.id: o.group for o in sched.ops},
                        rooms, work, units)
@@ -337,7 +343,7 @@ def _moved(problem: Problem, sched: Schedule, ii: int, starts: Mapping[str, int]
     ``sched`` itself where that fails the validator."""
     groups = {o.id: o.group for o in sched.ops}
     ops = tuple(replace(o, start=starts[o.id], stage=starts[o.id] // ii, offset=starts[o.id] % ii) for o in sched.ops)
-    length = max(o.start + problem.span(o.id, groups) for o in ops)
+    length = _length(problem, ii, starts, groups)
     values = dict(sched.objective_values)
     if "length" in values:
         values["length"] = length

@@ -115,6 +115,11 @@ class Problem:
         hold = self.hold(name) if groups is None else self.hold_in(name, groups)
         return max(op.latency, hold, op.busy_cycles)
 
+    def length(self, starts: Mapping[str, int], groups: Mapping[str, int] | None = None) -> int:
+        """A schedule's length: from cycle 0 until the last op of its iteration is done (``span`` under ``groups``),
+        for ``starts`` of every op. One formula for every place a schedule is assembled."""
+        return max(t + self.span(n, groups) for n, t in starts.items())
+
     def cross_group_cost(self, edge: Edge) -> int:
         """Extra cycles when ``edge`` joins ops of different warp groups.
 

@@ -78,7 +78,7 @@ def assemble(problem: Problem, options: SolveOptions, a: Assignment, *, optimal:
             if raw_group[e.src] != raw_group[e.dst] and problem.handoff_bytes(e):
                 buffers.append(Buffer(value=f"{e.src}->{e.dst}", memory="smem", copies=1,
                                       bytes=problem.handoff_bytes(e)))
-    length = max(o.start + problem.span(o.id, raw_group if a.groups else None) for o in ops)
+    length = problem.length({o.id: o.start for o in ops}, raw_group if a.groups else None)
     values = dict(a.objective_values)
     if "length" in values:  # the model's length is only bounded below by the starts where it was not minimised
         values["length"] = length

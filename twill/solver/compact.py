@@ -88,7 +88,7 @@ def compact_stages(problem: Problem, sched: Schedule) -> Schedule:
     starts = {o.id: o.start for o in ops}
     buffers = tuple(_rebuffered(problem, b, starts, ii) for b in sched.buffers)
     groups = {o.id: o.group for o in ops} if not sched.swp_only else None
-    length = max(o.start + problem.span(o.id, groups) for o in ops)
+    length = problem.length(starts, groups)
     values = dict(sched.objective_values)
     if "length" in values:
         values["length"] = length

@@ -1152,7 +1152,7 @@ def _assemble(problem: Problem, options: SolveOptions, plan: _Plan, starts: Mapp
     warps, regs = sized
     copies = {op.name: copies_needed(problem, starts, ii, op.name) for op in problem.ops
               if op.smem_bytes or op.tmem_cols or op.regs}
-    values = {"ii": ii, "length": max(starts[n] + problem.span(n, plan.groups) for n in plan.names), "groups": len(warps),
+    values = {"ii": ii, "length": problem.length(starts, plan.groups), "groups": len(warps),
               "handoffs": sum(problem.handoff_bytes(e) for e in problem.edges if plan.groups[e.src] != plan.groups[e.dst]),
               "regs": sum(32 * warps[g] * regs[g] for g in warps)}
     a = Assignment(ii=ii, starts=dict(starts), groups=dict(plan.groups), warps=warps, regs=regs, copies=copies,

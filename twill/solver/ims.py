@@ -465,7 +465,7 @@ def _assemble(problem: Problem, options: SolveOptions, groups: Mapping[str, int]
     """The ``Schedule`` of an IMS result, or why its warps and registers cannot be chosen."""
     copies = {op.name: copies_needed(problem, starts, ii, op.name) for op in problem.ops
               if op.smem_bytes or op.tmem_cols or op.regs}
-    length = max(starts[op.name] + problem.span(op.name, groups) for op in problem.ops)
+    length = problem.length(starts, groups)
     values = {"ii": ii, "length": length}
     warps: dict[int, int] = {}
     regs: dict[int, int] = {}

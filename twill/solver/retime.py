@@ -269,7 +269,7 @@ def reinserted(problem: Problem, ii: int, starts: Mapping[str, int], groups: Map
     one unit, 6415 in two; docs/design.md §3.1h). ``rooms``: each group's register words for values
     (``register_rooms``); it stops at ``floor``, a proven bound. None where nothing is lower; the caller checks the result (the joint model pinned to it)."""
     current = (ii, dict(starts))
-    best_key = (ii, _length(problem, ii, starts, groups))
+    best_key = (ii, problem.length(starts, groups))
     moves = [[op.name] for op in problem.ops]
     moves += [[n for n in starts if groups[n] == g] for g in sorted(set(groups.values()))]
     lowered = True
@@ -284,15 +284,11 @@ def reinserted(problem: Problem, ii: int, starts: Mapping[str, int], groups: Map
             found = r.solve(solver(work, min(MOVE_UNITS, max(0.0, until - work.spent)), 1))
             if found is None:
                 continue
-            key = (found[0], _length(problem, found[0], found[1], groups))
+            key = (found[0], problem.length(found[1], groups))
             if key < best_key:
                 lowered = lowered or key[0] < best_key[0]
                 best_key, current = key, found
     return current if current[0] < ii else None
-
-
-def _length(problem: Problem, ii: int, starts: Mapping[str, int], groups: Mapping[str, int]) -> int:
-    return max(t + problem.span(n, groups) for n, t in starts.items())
 
 
 def register_rooms(problem: Problem, warps: Mapping[int, int], regs: Mapping[int, int | None]) -> dict[int, int]:
@@ -343,7 +339,7 @@ def _moved(problem: Problem, sched: Schedule, ii: int, starts: Mapping[str, int]
     ``sched`` itself where that fails the validator."""
     groups = {o.id: o.group for o in sched.ops}
     ops = tuple(replace(o, start=starts[o.id], stage=starts[o.id] // ii, offset=starts[o.id] % ii) for o in sched.ops)
-    length = _length(problem, ii, starts, groups)
+    length = problem.length(starts, groups)
     values = dict(sched.objective_values)
     if "length" in values:
         values["length"] = length

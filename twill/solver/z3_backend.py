@@ -486,7 +486,7 @@ def _assignment(v: Z3Model, model: z3.ModelRef) -> Assignment:
               if v.joint and (op.regs or op.smem_bytes or op.tmem_cols)}
     values = {name: value(v.objectives[name]) for name in v.options.objective if name in v.objectives}
     if "length" in values:  # the model's length is only an upper bound unless it was minimised
-        values["length"] = max(starts[op.name] + p.span(op.name, groups or None) for op in p.ops)
+        values["length"] = p.length(starts, groups or None)
     return Assignment(
         ii=v.ii, starts=starts, groups=groups,
         warps={g: value(v.warps[g]) for g in labels}, regs={g: value(v.regs[g]) for g in labels}, copies=copies,

@@ -1,7 +1,9 @@
-"""Two reformulations of the joint model at one II, measured against the model as it is (issue 16, session 81; a
-measurement, not a phase: neither decided what the model leaves undecided, docs/benchmarks_notes.md, session 81).
+"""Reformulations of the joint model at one II, measured against the model as it is (issue 16, sessions 81-82; a
+measurement, not a phase: none decided what the model leaves undecided; docs/benchmarks_notes.md, sessions 81 and 82).
 
     python bench/order_cuts_probe.py random-tmem-16005-n20-b200 --ii 618 --cuts plain,unit --relaxed
+    python bench/order_cuts_probe.py random-regs-16508-n12-h100 --ii 1636 --cuts plain,unrolled,line --workers 1 \\
+        --groups 'b0_load,b1_load|b0_mma,b0_s0,b0_s1,b0_s2,b0_s3,b0_s4,b0_s5,b1_mma,b1_s0,b1_s1'
     python bench/order_cuts_probe.py random-handoff-16025-n19-b200 --ii 2600 --cuts plain,issue,points \\
         --groups 'b0_load,b1_load,b2_load|b0_mma0,b0_o2,b0_o3|b1_mma0,b1_o2,b1_o3,b1_o4,b1_o5,b1_o6,b2_mma0,b2_o2,b2_o3,b2_o4,b2_o5,b2_o6,b3_o0'
 
@@ -15,6 +17,14 @@ Cuts (each an implied constraint: every schedule of the model meets it):
   literals (value w live at u's issue iff (offset u - offset w) mod II < w's partial lifetime). Exact: a group's live
   words rise only where one of its values is issued.
 
+* ``unrolled``: each group's register peak again, every value's whole live range [start, end) laid on the line with
+  copies one II apart back to the stage bound (no division of the lifetime into full turns and a remainder), as one
+  more cumulative per group (groups pinned or free).
+* ``line``: the model with its two peak families (registers per group, TMEM) stated on the line as ``unrolled`` does,
+  in place of the circle's. Exact: a schedule it finds is checked by the validator all the same.
+
+A schedule found is assembled and checked by ``twill.validate`` ("valid", or the first broken rule).
+
 ``--groups`` pins a grouping ('|' between groups, ',' between ops; group k is the k-th); without it the groups are
 free (only ``unit`` applies). CASE is a suite case id (bench/suite/*.json).
 """
@@ -26,12 +36,20 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from ortools.sat.python import cp_model  # noqa: E402
 from suite.cases import build_case  # noqa: E402
 from worker_probe import case  # noqa: E402
 
 from twill.options import SolveOptions  # noqa: E402
-from twill.solver.model import ScheduleModel, build_model  # noqa: E402
+from twill.problem import read_time  # noqa: E402
+from twill.solver import (
+    hints,  # noqa: E402
+    model,  # noqa: E402
+)
+from twill.solver.assemble import assemble  # noqa: E402
+from twill.solver.model import ScheduleModel, build_model, upper  # noqa: E402
 from twill.solver.run import Work, solver  # noqa: E402
+from twill.validate import validate  # noqa: E402
 
 SLACK = 0.02  # the unit cut applies where II - W <= SLACK * W
 
@@ -116,15 +134,55 @@ def point_cut(v: ScheduleModel, members: list[set[str]]) -> None:
             m.add(sum(terms) <= room)
 
 
+def line_intervals(v: ScheduleModel, w, present=None) -> list:
+    """``w``'s live range [start, end) on the line and its copies k II earlier, k = 1..K: every start is below
+    (max_stage + 1) II, so every end is below that plus the latest reader's distance x II and read, and K of that
+    many IIs makes the copies cover each cycle of [0, II) as often as the steady state holds the value there
+    (elsewhere never more often). ``present``: the copies are optional on that literal."""
+    m, ii = v.m, v.ii_lo  # one II: the probe's models are at a fixed II
+    v.lifetime_of(w)
+    life, start = v.life[w.name], v.start[w.name]
+    end = m.new_int_var(0, upper(start) + upper(life), f"line_end[{w.name}]")
+    m.add(end == start + life)
+    reads = [(e.distance, read_time(e, v.p.op(e.dst))) for e in v.p.body.out_edges(w.name)] or [(0, w.latency)]
+    turns = v.max_stage + 1 + max(d for d, _ in reads) + -(-max(r for _, r in reads) // ii)
+    if present is None:
+        return [m.new_interval_var(start - k * ii, life, end - k * ii, f"line[{w.name},{k}]") for k in range(turns + 1)]
+    return [m.new_optional_interval_var(start - k * ii, life, end - k * ii, present, f"line[{w.name},{k}]")
+            for k in range(turns + 1)]
+
+
+def unrolled_cut(v: ScheduleModel) -> None:
+    """Each group's values on the line (``line_intervals``, optional on membership): one cumulative under its room."""
+    for g in v.groups:
+        copies = [(iv, w.regs) for w in v.p.ops if w.regs for iv in line_intervals(v, w, v.in_group[w.name, g])]
+        if copies:
+            room = v.m.new_int_var(0, 1 << 22, f"line_room[{g}]")
+            v.m.add(room == v.register_room(g))
+            v.m.add_cumulative([iv for iv, _ in copies], [d for _, d in copies], room)
+
+
+def unrolled_tmem(v: ScheduleModel) -> None:
+    """The TMEM peak the same way, every tile on the line under the arch's columns."""
+    copies = [(iv, w.tmem_cols) for w in v.p.ops if w.tmem_cols for iv in line_intervals(v, w)]
+    if copies:
+        v.m.add_cumulative([iv for iv, _ in copies], [d for _, d in copies], v.p.arch.limit("tmem_cols"))
+
+
+LINE = {"register_budgets": unrolled_cut, "tmem_capacity": unrolled_tmem}  # the ``line`` variant's families
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("case")
     ap.add_argument("--ii", required=True, help="comma-separated IIs, each solved at that II alone")
-    ap.add_argument("--cuts", default="plain,unit", help="comma-separated: plain, unit, issue, points, or a+b")
+    ap.add_argument("--cuts", default="plain,unit", help="comma-separated: plain, unit, issue, points, unrolled, line, "
+                    "or a+b")
     ap.add_argument("--groups", help="a grouping to pin: groups separated by '|', ops by ','")
     ap.add_argument("--relaxed", action="store_true", help="the hint relaxation: no register or TMEM peaks")
     ap.add_argument("--stages", type=int, help="cap the stages at this many (a heuristic space: refutes nothing)")
     ap.add_argument("--units", type=float, default=10.0)
+    ap.add_argument("--lp", type=int, default=2, help="CP-SAT's linearization level (the bisection's cold probe: 2)")
     ap.add_argument("--workers", type=int, default=2)
     args = ap.parse_args(argv)
     p = build_case(case(args.case))
@@ -133,17 +191,29 @@ def main(argv: list[str] | None = None) -> int:
     for ii in (int(x) for x in args.ii.split(",")):
         for variant in args.cuts.split(","):
             work = Work.starting_now(3600, args.units)
+            parts = set(variant.split("+"))
+            families = model.JOINT_FAMILIES
+            if "line" in parts:  # the peak families on the line, in their places
+                model.JOINT_FAMILIES = tuple((name, LINE.get(name, family)) for name, family in families)
             v = build_model(p, SolveOptions(workers=args.workers, fixed_groups=pins), ii, ii, relaxed=args.relaxed,
                             max_stage=args.stages)
-            parts = set(variant.split("+"))
+            model.JOINT_FAMILIES = families
             units = unit_cut(v) if "unit" in parts else []
             if "issue" in parts:
                 issue_cut(v, members)
             if "points" in parts:
                 point_cut(v, members)
-            s = solver(work, args.units, args.workers)
+            if "unrolled" in parts:
+                unrolled_cut(v)
+            s = solver(work, args.units, args.workers, linearization=args.lp)
             status = s.solve(v.m)
-            print(f"II {ii} {variant:12s} {s.status_name(status):10s} {work.spent:6.2f} units"
+            checked = ""
+            if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+                sched = assemble(p, SolveOptions(), hints.read(v, s.value, budgets=True), optimal=False, proven_lb=0,
+                                 proof="", proven={}, seconds=0.0)
+                broken = validate(p, sched)
+                checked = " valid" if not broken else f" INVALID: {broken[0]}"
+            print(f"II {ii} {variant:12s} {s.status_name(status):10s} {work.spent:6.2f} units{checked}"
                   + (f" (units cut: {', '.join(units)})" if units else ""), flush=True)
     return 0
 

@@ -22,6 +22,7 @@ Cuts (each an implied constraint: every schedule of the model meets it):
   more cumulative per group (groups pinned or free).
 * ``line``: the model with its two peak families (registers per group, TMEM) stated on the line as ``unrolled`` does,
   in place of the circle's. Exact: a schedule it finds is checked by the validator all the same.
+* ``window``: ``line`` with each copy present only within its value's stage window (``line_intervals``).
 
 A schedule found is assembled and checked by ``twill.validate`` ("valid", or the first broken rule).
 
@@ -134,11 +135,14 @@ def point_cut(v: ScheduleModel, members: list[set[str]]) -> None:
             m.add(sum(terms) <= room)
 
 
-def line_intervals(v: ScheduleModel, w, present=None) -> list:
+def line_intervals(v: ScheduleModel, w, present=None, window: bool = False) -> list:
     """``w``'s live range [start, end) on the line and its copies k II earlier, k = 1..K: every start is below
     (max_stage + 1) II, so every end is below that plus the latest reader's distance x II and read, and K of that
     many IIs makes the copies cover each cycle of [0, II) as often as the steady state holds the value there
-    (elsewhere never more often). ``present``: the copies are optional on that literal."""
+    (elsewhere never more often). ``present``: the copies are optional on that literal. ``window``: copy k is present
+    only while stage <= k <= stage + R, R the most IIs the value can live (floor(capacity / size) + 1 copies would
+    overflow the register file or TMEM, so life <= R II is implied and stated): the copies outside lie wholly
+    outside [0, II)."""
     m, ii = v.m, v.ii_lo  # one II: the probe's models are at a fixed II
     v.lifetime_of(w)
     life, start = v.life[w.name], v.start[w.name]
@@ -146,16 +150,39 @@ def line_intervals(v: ScheduleModel, w, present=None) -> list:
     m.add(end == start + life)
     reads = [(e.distance, read_time(e, v.p.op(e.dst))) for e in v.p.body.out_edges(w.name)] or [(0, w.latency)]
     turns = v.max_stage + 1 + max(d for d, _ in reads) + -(-max(r for _, r in reads) // ii)
-    if present is None:
-        return [m.new_interval_var(start - k * ii, life, end - k * ii, f"line[{w.name},{k}]") for k in range(turns + 1)]
-    return [m.new_optional_interval_var(start - k * ii, life, end - k * ii, present, f"line[{w.name},{k}]")
-            for k in range(turns + 1)]
+    if not window:
+        if present is None:
+            return [m.new_interval_var(start - k * ii, life, end - k * ii, f"line[{w.name},{k}]")
+                    for k in range(turns + 1)]
+        return [m.new_optional_interval_var(start - k * ii, life, end - k * ii, present, f"line[{w.name},{k}]")
+                for k in range(turns + 1)]
+    room, size = (v.p.arch.limit("regs_per_sm"), w.regs) if present is not None else (v.p.arch.limit("tmem_cols"),
+                                                                                       w.tmem_cols)
+    reach = min(turns, room // size + 1)
+    if reach < turns:
+        m.add(life <= reach * ii)
+    out, stage = [], v.stage[w.name]
+    for k in range(min(turns, v.max_stage + reach) + 1):
+        lits = [m.new_bool_var(f"line_from[{w.name},{k}]"), m.new_bool_var(f"line_until[{w.name},{k}]")]
+        m.add(stage <= k).only_enforce_if(lits[0])
+        m.add(stage >= k + 1).only_enforce_if(~lits[0])
+        m.add(stage >= k - reach).only_enforce_if(lits[1])
+        m.add(stage <= k - reach - 1).only_enforce_if(~lits[1])
+        lits += [present] if present is not None else []
+        on = m.new_bool_var(f"line_on[{w.name},{k}]")
+        m.add_bool_and(lits).only_enforce_if(on)
+        m.add_bool_or([~x for x in lits] + [on])
+        out.append(m.new_optional_interval_var(start - k * ii, life, end - k * ii, on, f"line[{w.name},{k}]"))
+    return out
+
+
+WINDOW = {"on": False}  # the ``window`` variant: line copies present only in their stage window
 
 
 def unrolled_cut(v: ScheduleModel) -> None:
     """Each group's values on the line (``line_intervals``, optional on membership): one cumulative under its room."""
     for g in v.groups:
-        copies = [(iv, w.regs) for w in v.p.ops if w.regs for iv in line_intervals(v, w, v.in_group[w.name, g])]
+        copies = [(iv, w.regs) for w in v.p.ops if w.regs for iv in line_intervals(v, w, v.in_group[w.name, g], WINDOW["on"])]
         if copies:
             room = v.m.new_int_var(0, 1 << 22, f"line_room[{g}]")
             v.m.add(room == v.register_room(g))
@@ -164,7 +191,7 @@ def unrolled_cut(v: ScheduleModel) -> None:
 
 def unrolled_tmem(v: ScheduleModel) -> None:
     """The TMEM peak the same way, every tile on the line under the arch's columns."""
-    copies = [(iv, w.tmem_cols) for w in v.p.ops if w.tmem_cols for iv in line_intervals(v, w)]
+    copies = [(iv, w.tmem_cols) for w in v.p.ops if w.tmem_cols for iv in line_intervals(v, w, None, WINDOW["on"])]
     if copies:
         v.m.add_cumulative([iv for iv, _ in copies], [d for _, d in copies], v.p.arch.limit("tmem_cols"))
 
@@ -176,7 +203,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("case")
     ap.add_argument("--ii", required=True, help="comma-separated IIs, each solved at that II alone")
-    ap.add_argument("--cuts", default="plain,unit", help="comma-separated: plain, unit, issue, points, unrolled, line, "
+    ap.add_argument("--cuts", default="plain,unit", help="comma-separated: plain, unit, issue, points, unrolled, line, window, "
                     "or a+b")
     ap.add_argument("--groups", help="a grouping to pin: groups separated by '|', ops by ','")
     ap.add_argument("--relaxed", action="store_true", help="the hint relaxation: no register or TMEM peaks")
@@ -193,7 +220,8 @@ def main(argv: list[str] | None = None) -> int:
             work = Work.starting_now(3600, args.units)
             parts = set(variant.split("+"))
             families = model.JOINT_FAMILIES
-            if "line" in parts:  # the peak families on the line, in their places
+            WINDOW["on"] = "window" in parts
+            if "line" in parts or "window" in parts:  # the peak families on the line, in their places
                 model.JOINT_FAMILIES = tuple((name, LINE.get(name, family)) for name, family in families)
             v = build_model(p, SolveOptions(workers=args.workers, fixed_groups=pins), ii, ii, relaxed=args.relaxed,
                             max_stage=args.stages)

@@ -1,5 +1,6 @@
 """Reformulations of the joint model at one II, measured against the model as it is (issue 16, sessions 81-82; a
-measurement, not a phase: none decided what the model leaves undecided; docs/benchmarks_notes.md, sessions 81 and 82).
+measurement, not a phase: the order cuts decided nothing more, the line statement refutes where the circle stalls;
+docs/benchmarks_notes.md, sessions 81 and 82).
 
     python bench/order_cuts_probe.py random-tmem-16005-n20-b200 --ii 618 --cuts plain,unit --relaxed
     python bench/order_cuts_probe.py random-regs-16508-n12-h100 --ii 1636 --cuts plain,unrolled,line --workers 1 \\

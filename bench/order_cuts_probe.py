@@ -44,10 +44,7 @@ from worker_probe import case  # noqa: E402
 
 from twill.options import SolveOptions  # noqa: E402
 from twill.problem import read_time  # noqa: E402
-from twill.solver import (
-    hints,  # noqa: E402
-    model,  # noqa: E402
-)
+from twill.solver import hints, model  # noqa: E402
 from twill.solver.assemble import assemble  # noqa: E402
 from twill.solver.model import ScheduleModel, build_model, upper  # noqa: E402
 from twill.solver.run import Work, solver  # noqa: E402
@@ -177,27 +174,26 @@ def line_intervals(v: ScheduleModel, w, present=None, window: bool = False) -> l
     return out
 
 
-WINDOW = {"on": False}  # the ``window`` variant: line copies present only in their stage window
-
-
-def unrolled_cut(v: ScheduleModel) -> None:
+def unrolled_cut(v: ScheduleModel, window: bool = False) -> None:
     """Each group's values on the line (``line_intervals``, optional on membership): one cumulative under its room."""
     for g in v.groups:
-        copies = [(iv, w.regs) for w in v.p.ops if w.regs for iv in line_intervals(v, w, v.in_group[w.name, g], WINDOW["on"])]
+        copies = [(iv, w.regs) for w in v.p.ops if w.regs for iv in line_intervals(v, w, v.in_group[w.name, g], window)]
         if copies:
             room = v.m.new_int_var(0, 1 << 22, f"line_room[{g}]")
             v.m.add(room == v.register_room(g))
             v.m.add_cumulative([iv for iv, _ in copies], [d for _, d in copies], room)
 
 
-def unrolled_tmem(v: ScheduleModel) -> None:
+def unrolled_tmem(v: ScheduleModel, window: bool = False) -> None:
     """The TMEM peak the same way, every tile on the line under the arch's columns."""
-    copies = [(iv, w.tmem_cols) for w in v.p.ops if w.tmem_cols for iv in line_intervals(v, w, None, WINDOW["on"])]
+    copies = [(iv, w.tmem_cols) for w in v.p.ops if w.tmem_cols for iv in line_intervals(v, w, None, window)]
     if copies:
         v.m.add_cumulative([iv for iv, _ in copies], [d for _, d in copies], v.p.arch.limit("tmem_cols"))
 
 
-LINE = {"register_budgets": unrolled_cut, "tmem_capacity": unrolled_tmem}  # the ``line`` variant's families
+def line_families(window: bool) -> dict:
+    """The ``line`` (or ``window``) variant's peak families, by the names of the circle's they replace."""
+    return {"register_budgets": lambda v: unrolled_cut(v, window), "tmem_capacity": lambda v: unrolled_tmem(v, window)}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -221,9 +217,9 @@ def main(argv: list[str] | None = None) -> int:
             work = Work.starting_now(3600, args.units)
             parts = set(variant.split("+"))
             families = model.JOINT_FAMILIES
-            WINDOW["on"] = "window" in parts
             if "line" in parts or "window" in parts:  # the peak families on the line, in their places
-                model.JOINT_FAMILIES = tuple((name, LINE.get(name, family)) for name, family in families)
+                line = line_families("window" in parts)
+                model.JOINT_FAMILIES = tuple((name, line.get(name, family)) for name, family in families)
             v = build_model(p, SolveOptions(workers=args.workers, fixed_groups=pins), ii, ii, relaxed=args.relaxed,
                             max_stage=args.stages)
             model.JOINT_FAMILIES = families

@@ -33,6 +33,18 @@ def upper(var: cp_model.IntVar) -> int:
     return list(var.proto.domain)[-1]
 
 
+@dataclass(frozen=True, slots=True)
+class LineCopy:
+    """One copy of a value's live range on the line, k II earlier (``ScheduleModel.line_window``): present while
+    ``le`` (stage <= k) and ``ge`` (stage >= k - R) both hold."""
+
+    k: int
+    le: cp_model.IntVar
+    ge: cp_model.IntVar
+    begin: LinearExpr
+    finish: LinearExpr
+
+
 class ScheduleModel:
     """Variables of one window of II, and the queries constraint families need."""
 
@@ -79,6 +91,8 @@ class ScheduleModel:
         self.symmetry = True
         self.anchored: cp_model.IntVar | None = None  # the rotation anchor's switch (§2.8c), see release_anchor
         self.elastic = False  # storage peaks may overflow, by ``overflow`` (design.md §3.2, the elastic slice)
+        self.line = False  # the register peaks on the line, not the circle (``add_register_budgets``, design.md §2.8)
+        self.windows: dict[str, tuple[cp_model.IntVar, list[LineCopy]]] = {}  # per value: its copies on the line
         self.overflow: list[cp_model.IntVar] = []
 
     def release_anchor(self) -> None:
@@ -141,6 +155,43 @@ class ScheduleModel:
             self.m.add(here == life).only_enforce_if(x)
             self.m.add(here == 0).only_enforce_if(~x)
         return self.life_here[key]
+
+    def line_window(self, op: Op, capacity: int) -> tuple[cp_model.IntVar, list[LineCopy]]:
+        """``op``'s live range [start, end) laid on the line with its copies k II earlier, each present only while
+        stage <= k <= stage + R (made once per value; design.md §2.8). R = capacity // size + 1 is the most IIs the
+        value can live: floor(life / II) copies are live at every cycle and must fit ``capacity``, so life <= R II,
+        stated (an implied constraint the copies rely on) where R is below the stage bound's reach K (every start
+        is below (max_stage + 1) II, every end below that plus the last reader's distance and read)."""
+        if op.name in self.windows:
+            return self.windows[op.name]
+        m, start, stage = self.m, self.start[op.name], self.stage[op.name]
+        self.lifetime_of(op)
+        life = self.life[op.name]
+        reads = [(e.distance, _read_time(e, self.p.op(e.dst))) for e in self.p.body.out_edges(op.name)] or [(0, op.latency)]
+        turns = self.max_stage + 1 + max(d for d, _ in reads) + -(-max(r for _, r in reads) // self.ii_lo)
+        reach = min(turns, capacity // op.regs + 1)
+        if reach < turns:
+            m.add(life <= reach * self.ii)
+        end = m.new_int_var(0, upper(start) + upper(life), f"lend[{op.name}]")
+        m.add(end == start + life)
+        copies = []
+        for k in range(min(turns, self.max_stage + reach) + 1):
+            le = m.new_bool_var(f"le[{op.name},{k}]")  # stage <= k
+            m.add(stage <= k).only_enforce_if(le)
+            m.add(stage >= k + 1).only_enforce_if(~le)
+            ge = m.new_bool_var(f"ge[{op.name},{k}]")  # stage >= k - R
+            m.add(stage >= k - reach).only_enforce_if(ge)
+            m.add(stage <= k - reach - 1).only_enforce_if(~ge)
+            if k == 0 or self.ii_lo == self.ii_hi:
+                begin, finish = start - k * self.ii_lo, end - k * self.ii_lo
+            else:
+                begin = m.new_int_var(-k * self.ii_hi, upper(start), f"lb[{op.name},{k}]")
+                m.add(begin == start - k * self.ii)
+                finish = m.new_int_var(-k * self.ii_hi, upper(end), f"lf[{op.name},{k}]")
+                m.add(finish == end - k * self.ii)
+            copies.append(LineCopy(k, le, ge, begin, finish))
+        self.windows[op.name] = (life, copies)
+        return self.windows[op.name]
 
     def excess(self, most: int, name: str) -> LinearExpr:
         """What a storage peak may exceed its capacity by: 0, or in an elastic model a variable in
@@ -530,6 +581,9 @@ def add_register_budgets(v: ScheduleModel) -> None:
     Math: per group g and cycle t: sum_v regs(v) * live_v(t) <= 32 * warps[g] * (budget[g] - reserved);
     sum_g 32 * warps[g] * budget[g] <= registers per SM.
     """
+    if v.line and not v.elastic:
+        _register_line(v)
+        return
     m = v.m
     for g in v.groups:
         intervals, demands, full_words = [], [], []
@@ -552,6 +606,36 @@ def add_register_budgets(v: ScheduleModel) -> None:
             room = m.new_int_var(0, 32 * upper(v.reg_words[g]) + most, f"register_room[{g}]")
             m.add(room == v.register_room(g) - sum(full_words) + v.excess(most, f"registers[{g}]"))
             m.add_cumulative(intervals, demands, room)
+
+
+def _register_line(v: ScheduleModel) -> None:
+    """The register peaks of ``add_register_budgets`` on the line: per group, every value's copies in their stage
+    window (``ScheduleModel.line_window``), present where the group issues the value, under the group's room.
+
+    Why: over [0, II) the copies cover each cycle exactly as often as the steady state holds the value there, and
+    elsewhere never more often, so the statement is exact; it has no full-copy term and no division, and one-II
+    probes that stall on the circle's statement decide on it (random-regs-16508: 1600 refuted in 3.3 units, the
+    circle undecided after 60; design.md §2.8)."""
+    room = v.p.arch.limit("regs_per_sm")
+    m = v.m
+    for g in v.groups:
+        intervals, demands = [], []
+        for op in v.p.ops:
+            if not op.regs:
+                continue
+            _, copies = v.line_window(op, room)
+            x = v.in_group[op.name, g]
+            life = v.life[op.name]
+            for c in copies:
+                on = m.new_bool_var(f"L[{op.name},{g}]#{c.k}.on")
+                m.add_bool_and([c.le, c.ge, x]).only_enforce_if(on)
+                m.add_bool_or([~c.le, ~c.ge, ~x, on])
+                intervals.append(m.new_optional_interval_var(c.begin, life, c.finish, on, f"L[{op.name},{g}]#{c.k}"))
+                demands.append(op.regs)
+        if intervals:
+            r = m.new_int_var(0, 32 * upper(v.reg_words[g]) + sum(demands), f"Lroom[{g}]")
+            m.add(r == v.register_room(g))
+            m.add_cumulative(intervals, demands, r)
 
 
 def add_smem_capacity(v: ScheduleModel) -> None:
@@ -825,7 +909,8 @@ def add_strategy_restrictions(v: ScheduleModel) -> None:
 
 def build_model(problem: Problem, options: SolveOptions, ii_lo: int, ii_hi: int, relaxed: bool = False,
                 max_stage: int | None = None, symmetry: bool = True, cuts: bool = True,
-                memory_only: bool = False, anchor: bool = True, elastic: bool = False) -> ScheduleModel:
+                memory_only: bool = False, anchor: bool = True, elastic: bool = False,
+                line: bool = False) -> ScheduleModel:
     """A model of every schedule of ``problem`` with II in [ii_lo, ii_hi].
 
     ``relaxed`` leaves out the peak-storage families (register budgets, TMEM), which make
@@ -841,12 +926,15 @@ def build_model(problem: Problem, options: SolveOptions, ii_lo: int, ii_hi: int,
     ``elastic`` lets the register and TMEM peaks overflow and minimises the overflow (the average
     cuts, which would hold the peaks on average, are left out): every schedule of the relaxation is
     one of this model, and its optimum 0 is a schedule of the full model (design.md §3.2).
+    ``line`` states the register peaks on the line (``_register_line``) instead of the circle: the same schedules,
+    another propagation, which the search uses in its cold solves at one II (design.md §2.8, §3.1e).
     """
     if memory_only:
         options = replace(options, swp_only=True)
     v = ScheduleModel(problem, options, ii_lo, ii_hi, max_stage)
     v.symmetry = symmetry  # off to adopt a given schedule, which may be the mirror image
     v.elastic = elastic
+    v.line = line
     if anchor and symmetry and not options.single_stage:
         v.anchored = v.m.new_bool_var("anchored")
         v.anchored.proto.domain[0] = 1  # on: domain {1}, widened by release_anchor

@@ -970,19 +970,26 @@ def _one_worker(ctx: Context, lo: int, hi: int, budget: Budget, lp: tuple[int, .
 def _solve_in_turn(ctx: Context, v: ScheduleModel, at: int,
                    plan: Iterable[tuple[Start, float, int, int]]) -> tuple[int, Found | None]:
     """``v`` solved on one worker once per step of ``plan`` (how it starts, units, seed, LP level) until a step
-    decides it: (status, the schedule found or None)."""
-    status, has_hint = cp_model.UNKNOWN, False
+    decides it: (status, the schedule found or None). At one II a cold step solves the same problem with the register
+    peaks on the line (``build_model(line=True)``, made once, at its first cold step): there they refute and find
+    where the circle's statement stalls (fresh random-regs-16508: floor 1494 -> 1634 under its schedule's 1636), while the
+    hinted steps keep the circle, whose moved schedules repair at once (design.md §2.8, §3.1e)."""
+    status, line, hinted = cp_model.UNKNOWN, None, {id(v): False}
     for start, units, seed, lp in plan:
-        if (start is Start.MOVED) != has_hint:
+        w = v
+        if start is Start.COLD and v.ii_lo == v.ii_hi and not v.elastic and v.joint:
+            line = line or build_model(ctx.problem, v.o, at, at, line=True)
+            w = line
+        if (start is Start.MOVED) != hinted.get(id(w), False):
             if start is Start.MOVED:
-                hints.hint_moved(v, ctx.upper, at)
+                hints.hint_moved(w, ctx.upper, at)
             else:
-                v.m.clear_hints()
-            has_hint = start is Start.MOVED
+                w.m.clear_hints()
+            hinted[id(w)] = start is Start.MOVED
         s = solver(ctx.work, units, 1, seed=seed, linearization=lp)
-        status = hints.solve_stages_first(s, v) if start is Start.STAGED else s.solve(v.m)
+        status = hints.solve_stages_first(s, w) if start is Start.STAGED else s.solve(w.m)
         if status in FEASIBLE:
-            return status, Found(v, s)
+            return status, Found(w, s)
         if status != cp_model.UNKNOWN:
             break
     return status, None

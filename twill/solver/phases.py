@@ -970,14 +970,16 @@ def _one_worker(ctx: Context, lo: int, hi: int, budget: Budget, lp: tuple[int, .
 def _solve_in_turn(ctx: Context, v: ScheduleModel, at: int,
                    plan: Iterable[tuple[Start, float, int, int]]) -> tuple[int, Found | None]:
     """``v`` solved on one worker once per step of ``plan`` (how it starts, units, seed, LP level) until a step
-    decides it: (status, the schedule found or None). At one II a cold step solves the same problem with the register
-    peaks on the line (``build_model(line=True)``, made once, at its first cold step): there they refute and find
-    where the circle's statement stalls (fresh random-regs-16508: floor 1494 -> 1634 under its schedule's 1636), while the
-    hinted steps keep the circle, whose moved schedules repair at once (design.md §2.8, §3.1e)."""
+    decides it: (status, the schedule found or None). Where the register file sets the static bound, a cold step at one
+    II solves the same problem with the register peaks on the line (``build_model(line=True)``, made once, at its first
+    cold step): there they refute where the circle's statement stalls (fresh random-regs-16508: floor 1494 -> 1634
+    under its schedule's 1636), while the hinted steps keep the circle, whose moved schedules repair at once. Where
+    a unit sets it, the line cost two one-tile FA b200 rows their floors (1698 -> 1642, 1532 -> 1372), so there the
+    circle stays (design.md §2.8, §3.1e; docs/benchmarks_notes.md, session 83)."""
     status, line, hinted = cp_model.UNKNOWN, None, {id(v): False}
     for start, units, seed, lp in plan:
         w = v
-        if start is Start.COLD and v.ii_lo == v.ii_hi and not v.elastic and v.joint:
+        if start is Start.COLD and v.ii_lo == v.ii_hi and not v.elastic and v.joint and ctx.registers_bind:
             line = line or build_model(ctx.problem, v.o, at, at, line=True)
             w = line
         if (start is Start.MOVED) != hinted.get(id(w), False):

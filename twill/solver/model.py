@@ -92,7 +92,7 @@ class ScheduleModel:
         self.anchored: cp_model.IntVar | None = None  # the rotation anchor's switch (§2.8c), see release_anchor
         self.elastic = False  # storage peaks may overflow, by ``overflow`` (design.md §3.2, the elastic slice)
         self.line = False  # the register peaks on the line, not the circle (``add_register_budgets``, design.md §2.8)
-        self.windows: dict[str, tuple[cp_model.IntVar, list[LineCopy]]] = {}  # per value: its copies on the line
+        self.windows: dict[str, list[LineCopy]] = {}  # per value: its copies on the line (``line_window``)
         self.overflow: list[cp_model.IntVar] = []
 
     def release_anchor(self) -> None:
@@ -156,7 +156,7 @@ class ScheduleModel:
             self.m.add(here == 0).only_enforce_if(~x)
         return self.life_here[key]
 
-    def line_window(self, op: Op, capacity: int) -> tuple[cp_model.IntVar, list[LineCopy]]:
+    def line_window(self, op: Op, capacity: int) -> list[LineCopy]:
         """``op``'s live range [start, end) laid on the line with its copies k II earlier, each present only while
         stage <= k <= stage + R (made once per value; design.md §2.8). R = capacity // size + 1 is the most IIs the
         value can live: floor(life / II) copies are live at every cycle and must fit ``capacity``, so life <= R II,
@@ -190,8 +190,8 @@ class ScheduleModel:
                 finish = m.new_int_var(-k * self.ii_hi, upper(end), f"lf[{op.name},{k}]")
                 m.add(finish == end - k * self.ii)
             copies.append(LineCopy(k, le, ge, begin, finish))
-        self.windows[op.name] = (life, copies)
-        return self.windows[op.name]
+        self.windows[op.name] = copies
+        return copies
 
     def excess(self, most: int, name: str) -> LinearExpr:
         """What a storage peak may exceed its capacity by: 0, or in an elastic model a variable in
@@ -623,9 +623,8 @@ def _register_line(v: ScheduleModel) -> None:
         for op in v.p.ops:
             if not op.regs:
                 continue
-            _, copies = v.line_window(op, room)
-            x = v.in_group[op.name, g]
-            life = v.life[op.name]
+            copies = v.line_window(op, room)  # makes life[op] where no family has yet
+            x, life = v.in_group[op.name, g], v.life[op.name]
             for c in copies:
                 on = m.new_bool_var(f"L[{op.name},{g}]#{c.k}.on")
                 m.add_bool_and([c.le, c.ge, x]).only_enforce_if(on)

@@ -14,7 +14,7 @@ from twill.arch.registry import get_arch
 from twill.bounds import lower_bound
 from twill.problem import Problem, build_problem
 from twill.random_loops import random_body, tiny_arch
-from twill.solver import SolveOptions, hints, phases
+from twill.solver import SolveOptions, hints, phases, solve
 from twill.solver.assemble import assemble
 from twill.solver.model import build_model
 from twill.solver.run import Work
@@ -122,3 +122,21 @@ def test_the_line_refutes_a_register_bound_probe_that_the_circle_leaves_open():
         s.parameters.max_time_in_seconds = 600
         verdicts[line] = s.solve(build_model(p, SolveOptions(workers=1), 1600, 1600, line=line).m)
     assert verdicts == {True: cp_model.INFEASIBLE, False: cp_model.UNKNOWN}
+
+
+def test_a_register_bound_body_is_proven_with_its_cold_probes_on_the_line(monkeypatch):
+    """The whole search on a small register-bound body (7 ops, h100) builds the line's model for a cold probe and
+    still proves its optimum; the schedule validates."""
+    p = build_problem(random_body(18, 7, profile="regs"), get_arch("h100"))
+    lines = []
+    build = phases.build_model
+
+    def counting(*args, **kwargs):
+        lines.append(kwargs.get("line", False))
+        return build(*args, **kwargs)
+
+    monkeypatch.setattr(phases, "build_model", counting)
+    s = solve(p, SolveOptions(workers=1, work_limit=6, time_limit=120))
+    assert (s.ii, s.status) == (1048, "optimal")
+    assert any(lines)
+    assert validate(p, s) == []

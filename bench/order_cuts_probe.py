@@ -23,7 +23,10 @@ Cuts (each an implied constraint: every schedule of the model meets it):
   more cumulative per group (groups pinned or free).
 * ``line``: the model with its two peak families (registers per group, TMEM) stated on the line as ``unrolled`` does,
   in place of the circle's. Exact: a schedule it finds is checked by the validator all the same.
-* ``window``: ``line`` with each copy present only within its value's stage window (``line_intervals``).
+* ``window``: the peaks with each copy present only within its value's stage window: the registers as the search's
+  cold probes state them (``build_model(line=True)``, ``ScheduleModel.line_copies``), TMEM the same way. (Until
+  session 83 the probe had its own form, which made each value's window once per group; its numbers are in the
+  session-82 notes.)
 
 A schedule found is assembled and checked by ``twill.validate`` ("valid", or the first broken rule).
 
@@ -133,14 +136,11 @@ def point_cut(v: ScheduleModel, members: list[set[str]]) -> None:
             m.add(sum(terms) <= room)
 
 
-def line_intervals(v: ScheduleModel, w, present=None, window: bool = False) -> list:
+def line_intervals(v: ScheduleModel, w, present=None) -> list:
     """``w``'s live range [start, end) on the line and its copies k II earlier, k = 1..K: every start is below
     (max_stage + 1) II, so every end is below that plus the latest reader's distance x II and read, and K of that
     many IIs makes the copies cover each cycle of [0, II) as often as the steady state holds the value there
-    (elsewhere never more often). ``present``: the copies are optional on that literal. ``window``: copy k is present
-    only while stage <= k <= stage + R, R the most IIs the value can live (floor(capacity / size) + 1 copies would
-    overflow the register file or TMEM, so life <= R II is implied and stated): the copies outside lie wholly
-    outside [0, II)."""
+    (elsewhere never more often). ``present``: the copies are optional on that literal."""
     m, ii = v.m, v.ii_lo  # one II: the probe's models are at a fixed II
     v.lifetime_of(w)
     life, start = v.life[w.name], v.start[w.name]
@@ -148,52 +148,45 @@ def line_intervals(v: ScheduleModel, w, present=None, window: bool = False) -> l
     m.add(end == start + life)
     reads = [(e.distance, read_time(e, v.p.op(e.dst))) for e in v.p.body.out_edges(w.name)] or [(0, w.latency)]
     turns = v.max_stage + 1 + max(d for d, _ in reads) + -(-max(r for _, r in reads) // ii)
-    if not window:
-        if present is None:
-            return [m.new_interval_var(start - k * ii, life, end - k * ii, f"line[{w.name},{k}]")
-                    for k in range(turns + 1)]
-        return [m.new_optional_interval_var(start - k * ii, life, end - k * ii, present, f"line[{w.name},{k}]")
-                for k in range(turns + 1)]
-    room, size = (v.p.arch.limit("regs_per_sm"), w.regs) if present is not None else (v.p.arch.limit("tmem_cols"),
-                                                                                       w.tmem_cols)
-    reach = min(turns, room // size + 1)
-    if reach < turns:
-        m.add(life <= reach * ii)
-    out, stage = [], v.stage[w.name]
-    for k in range(min(turns, v.max_stage + reach) + 1):
-        lits = [m.new_bool_var(f"line_from[{w.name},{k}]"), m.new_bool_var(f"line_until[{w.name},{k}]")]
-        m.add(stage <= k).only_enforce_if(lits[0])
-        m.add(stage >= k + 1).only_enforce_if(~lits[0])
-        m.add(stage >= k - reach).only_enforce_if(lits[1])
-        m.add(stage <= k - reach - 1).only_enforce_if(~lits[1])
-        lits += [present] if present is not None else []
-        on = m.new_bool_var(f"line_on[{w.name},{k}]")
-        m.add_bool_and(lits).only_enforce_if(on)
-        m.add_bool_or([~x for x in lits] + [on])
-        out.append(m.new_optional_interval_var(start - k * ii, life, end - k * ii, on, f"line[{w.name},{k}]"))
-    return out
+    if present is None:
+        return [m.new_interval_var(start - k * ii, life, end - k * ii, f"line[{w.name},{k}]") for k in range(turns + 1)]
+    return [m.new_optional_interval_var(start - k * ii, life, end - k * ii, present, f"line[{w.name},{k}]")
+            for k in range(turns + 1)]
 
 
-def unrolled_cut(v: ScheduleModel, window: bool = False) -> None:
+def unrolled_cut(v: ScheduleModel) -> None:
     """Each group's values on the line (``line_intervals``, optional on membership): one cumulative under its room."""
     for g in v.groups:
-        copies = [(iv, w.regs) for w in v.p.ops if w.regs for iv in line_intervals(v, w, v.in_group[w.name, g], window)]
+        copies = [(iv, w.regs) for w in v.p.ops if w.regs for iv in line_intervals(v, w, v.in_group[w.name, g])]
         if copies:
             room = v.m.new_int_var(0, 1 << 22, f"line_room[{g}]")
             v.m.add(room == v.register_room(g))
             v.m.add_cumulative([iv for iv, _ in copies], [d for _, d in copies], room)
 
 
-def unrolled_tmem(v: ScheduleModel, window: bool = False) -> None:
-    """The TMEM peak the same way, every tile on the line under the arch's columns."""
-    copies = [(iv, w.tmem_cols) for w in v.p.ops if w.tmem_cols for iv in line_intervals(v, w, None, window)]
+def _tmem_on_line(v: ScheduleModel, copies_of) -> None:
+    """The TMEM peak with every tile's copies (``copies_of(w)``) on the line under the arch's columns."""
+    copies = [(iv, w.tmem_cols) for w in v.p.ops if w.tmem_cols for iv in copies_of(w)]
     if copies:
         v.m.add_cumulative([iv for iv, _ in copies], [d for _, d in copies], v.p.arch.limit("tmem_cols"))
 
 
-def line_families(window: bool) -> dict:
-    """The ``line`` (or ``window``) variant's peak families, by the names of the circle's they replace."""
-    return {"register_budgets": lambda v: unrolled_cut(v, window), "tmem_capacity": lambda v: unrolled_tmem(v, window)}
+def unrolled_tmem(v: ScheduleModel) -> None:
+    """The TMEM peak the same way, every tile on the line under the arch's columns."""
+    _tmem_on_line(v, lambda w: line_intervals(v, w))
+
+
+def window_tmem(v: ScheduleModel) -> None:
+    """The TMEM peak with each tile's copies in its stage window, as the model states the register peaks on the line
+    (``ScheduleModel.line_copies``)."""
+    cols = v.p.arch.limit("tmem_cols")
+    _tmem_on_line(v, lambda w: v.line_copies(w, w.tmem_cols, cols, f"line_tmem[{w.name}]"))
+
+
+# the peak families of the ``line`` and ``window`` variants, by the names of the circle's they replace (``window``'s
+# registers are the model's own: ``build_model(line=True)``)
+LINE_FAMILIES = {"line": {"register_budgets": unrolled_cut, "tmem_capacity": unrolled_tmem},
+                 "window": {"tmem_capacity": window_tmem}}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -217,11 +210,10 @@ def main(argv: list[str] | None = None) -> int:
             work = Work.starting_now(3600, args.units)
             parts = set(variant.split("+"))
             families = model.JOINT_FAMILIES
-            if "line" in parts or "window" in parts:  # the peak families on the line, in their places
-                line = line_families("window" in parts)
-                model.JOINT_FAMILIES = tuple((name, line.get(name, family)) for name, family in families)
+            for key in parts & LINE_FAMILIES.keys():  # the peak families on the line, in their places
+                model.JOINT_FAMILIES = tuple((name, LINE_FAMILIES[key].get(name, family)) for name, family in families)
             v = build_model(p, SolveOptions(workers=args.workers, fixed_groups=pins), ii, ii, relaxed=args.relaxed,
-                            max_stage=args.stages)
+                            max_stage=args.stages, line="window" in parts)
             model.JOINT_FAMILIES = families
             units = unit_cut(v) if "unit" in parts else []
             if "issue" in parts:

@@ -110,7 +110,7 @@ def test_the_suite_body_16508_is_register_bound():
 @pytest.mark.slow
 def test_the_line_refutes_a_register_bound_probe_that_the_circle_leaves_open():
     """Fresh random-regs-16508 at II 1600 (its optimum lies in [1634, 1636]): on one worker at LP level 2 the line's
-    model is refuted within 6 units of CP-SAT's deterministic time (3.3 measured), the circle's is still open after
+    model is refuted within 6 units of CP-SAT's deterministic time (3.1 measured), the circle's is still open after
     them (docs/benchmarks_notes.md, sessions 82-83)."""
     p = build_problem(random_body(16508, 12, profile="regs"), get_arch("h100"))
     verdicts = {}

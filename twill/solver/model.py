@@ -92,7 +92,7 @@ class ScheduleModel:
         self.anchored: cp_model.IntVar | None = None  # the rotation anchor's switch (§2.8c), see release_anchor
         self.elastic = False  # storage peaks may overflow, by ``overflow`` (design.md §3.2, the elastic slice)
         self.line = False  # the register peaks on the line, not the circle (``add_register_budgets``, design.md §2.8)
-        self.windows: dict[str, list[LineCopy]] = {}  # per value: its copies on the line (``line_window``)
+        self.windows: dict[tuple[str, int], list[LineCopy]] = {}  # per value and size: its copies on the line
         self.overflow: list[cp_model.IntVar] = []
 
     def release_anchor(self) -> None:
@@ -156,20 +156,20 @@ class ScheduleModel:
             self.m.add(here == 0).only_enforce_if(~x)
         return self.life_here[key]
 
-    def line_window(self, op: Op, capacity: int) -> list[LineCopy]:
+    def line_window(self, op: Op, size: int, capacity: int) -> list[LineCopy]:
         """``op``'s live range [start, end) laid on the line with its copies k II earlier, each present only while
-        stage <= k <= stage + R (made once per value; design.md §2.8). R = capacity // size + 1 is the most IIs the
+        stage <= k <= stage + R (made once per value and size; design.md §2.8). R = capacity // size + 1 is the most IIs the
         value can live: floor(life / II) copies are live at every cycle and must fit ``capacity``, so life <= R II,
         stated (an implied constraint the copies rely on) where R is below the stage bound's reach K (every start
         is below (max_stage + 1) II, every end below that plus the last reader's distance and read)."""
-        if op.name in self.windows:
-            return self.windows[op.name]
+        if (op.name, size) in self.windows:
+            return self.windows[op.name, size]
         m, start, stage = self.m, self.start[op.name], self.stage[op.name]
         self.lifetime_of(op)
         life = self.life[op.name]
         reads = [(e.distance, _read_time(e, self.p.op(e.dst))) for e in self.p.body.out_edges(op.name)] or [(0, op.latency)]
         turns = self.max_stage + 1 + max(d for d, _ in reads) + -(-max(r for _, r in reads) // self.ii_lo)
-        reach = min(turns, capacity // op.regs + 1)
+        reach = min(turns, capacity // size + 1)
         if reach < turns:
             m.add(life <= reach * self.ii)
         end = m.new_int_var(0, upper(start) + upper(life), f"lend[{op.name}]")
@@ -190,8 +190,22 @@ class ScheduleModel:
                 finish = m.new_int_var(-k * self.ii_hi, upper(end), f"lf[{op.name},{k}]")
                 m.add(finish == end - k * self.ii)
             copies.append(LineCopy(k, le, ge, begin, finish))
-        self.windows[op.name] = copies
+        self.windows[op.name, size] = copies
         return copies
+
+    def line_copies(self, op: Op, size: int, capacity: int, name: str,
+                    present: cp_model.IntVar | None = None) -> list[cp_model.IntervalVar]:
+        """``op``'s copies on the line (``line_window``) as intervals, each present within its stage window and, where
+        ``present`` is given, only while that literal holds (the group issues the value)."""
+        copies = self.line_window(op, size, capacity)  # makes life[op] where no family has yet
+        life, out = self.life[op.name], []
+        for c in copies:
+            lits = [c.le, c.ge] + ([present] if present is not None else [])
+            on = self.m.new_bool_var(f"{name}#{c.k}.on")
+            self.m.add_bool_and(lits).only_enforce_if(on)
+            self.m.add_bool_or([~x for x in lits] + [on])
+            out.append(self.m.new_optional_interval_var(c.begin, life, c.finish, on, f"{name}#{c.k}"))
+        return out
 
     def excess(self, most: int, name: str) -> LinearExpr:
         """What a storage peak may exceed its capacity by: 0, or in an elastic model a variable in
@@ -610,11 +624,11 @@ def add_register_budgets(v: ScheduleModel) -> None:
 
 def _register_line(v: ScheduleModel) -> None:
     """The register peaks of ``add_register_budgets`` on the line: per group, every value's copies in their stage
-    window (``ScheduleModel.line_window``), present where the group issues the value, under the group's room.
+    window (``ScheduleModel.line_copies``), present where the group issues the value, under the group's room.
 
     Why: over [0, II) the copies cover each cycle exactly as often as the steady state holds the value there, and
     elsewhere never more often, so the statement is exact; it has no full-copy term and no division, and one-II
-    probes that stall on the circle's statement decide on it (random-regs-16508: 1600 refuted in 3.3 units, the
+    probes that stall on the circle's statement decide on it (random-regs-16508: 1600 refuted in 3.1 units, the
     circle undecided after 60; design.md §2.8)."""
     room = v.p.arch.limit("regs_per_sm")
     m = v.m
@@ -623,14 +637,9 @@ def _register_line(v: ScheduleModel) -> None:
         for op in v.p.ops:
             if not op.regs:
                 continue
-            copies = v.line_window(op, room)  # makes life[op] where no family has yet
-            x, life = v.in_group[op.name, g], v.life[op.name]
-            for c in copies:
-                on = m.new_bool_var(f"L[{op.name},{g}]#{c.k}.on")
-                m.add_bool_and([c.le, c.ge, x]).only_enforce_if(on)
-                m.add_bool_or([~c.le, ~c.ge, ~x, on])
-                intervals.append(m.new_optional_interval_var(c.begin, life, c.finish, on, f"L[{op.name},{g}]#{c.k}"))
-                demands.append(op.regs)
+            copies = v.line_copies(op, op.regs, room, f"L[{op.name},{g}]", v.in_group[op.name, g])
+            intervals += copies
+            demands += [op.regs] * len(copies)
         if intervals:
             r = m.new_int_var(0, 32 * upper(v.reg_words[g]) + sum(demands), f"Lroom[{g}]")
             m.add(r == v.register_room(g))

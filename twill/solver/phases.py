@@ -976,18 +976,18 @@ def _solve_in_turn(ctx: Context, v: ScheduleModel, at: int,
     under its schedule's 1636), while the hinted steps keep the circle, whose moved schedules repair at once. Where
     a unit sets it, the line cost two one-tile FA b200 rows their floors (1698 -> 1642, 1532 -> 1372), so there the
     circle stays (design.md §2.8, §3.1e; docs/benchmarks_notes.md, session 83)."""
-    status, line, hinted = cp_model.UNKNOWN, None, {id(v): False}
+    status, line, has_hint = cp_model.UNKNOWN, None, False
     for start, units, seed, lp in plan:
-        w = v
         if start is Start.COLD and v.ii_lo == v.ii_hi and not v.elastic and v.joint and ctx.registers_bind:
-            line = line or build_model(ctx.problem, v.o, at, at, line=True)
-            w = line
-        if (start is Start.MOVED) != hinted.get(id(w), False):
-            if start is Start.MOVED:
-                hints.hint_moved(w, ctx.upper, at)
-            else:
-                w.m.clear_hints()
-            hinted[id(w)] = start is Start.MOVED
+            line = w = line or build_model(ctx.problem, v.o, at, at, line=True)  # only cold steps: never hinted
+        else:
+            w = v
+            if (start is Start.MOVED) != has_hint:
+                if start is Start.MOVED:
+                    hints.hint_moved(v, ctx.upper, at)
+                else:
+                    v.m.clear_hints()
+                has_hint = start is Start.MOVED
         s = solver(ctx.work, units, 1, seed=seed, linearization=lp)
         status = hints.solve_stages_first(s, w) if start is Start.STAGED else s.solve(w.m)
         if status in FEASIBLE:

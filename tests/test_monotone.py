@@ -145,6 +145,35 @@ def test_with_two_workers_the_bisection_probes_in_pairs():
         assert plans[1][1].at_least == (60 - 6) / 7  # ceil(log2(100)) probes left for the 54 units not promised
 
 
+def test_near_the_best_schedule_the_rest_of_the_gap_is_one_window():
+    """After a refuted window the next one is wider (0, 8, 2w + 1, at least lo/64): the windows gallop up from the
+    floor. On a monotone problem whose best schedule lies within IMPROVE_GAP of the next window's start, that window
+    reaches the schedule instead; not without a schedule, nor where a probe under it was left undecided, nor where
+    feasibility is not monotone in II, nor on bodies of IMPROVE_OPS ops or more."""
+    from twill.solver import phases, search
+    from twill.solver.run import Work
+
+    ctx = phases.Context(_tiny(SWITCHING[3]), SolveOptions(workers=1), Work.starting_now(60, 100))
+    assert ctx.monotone
+    assert search._next_width(ctx, 0, 1427, 1428, 1649) == 22  # no schedule known: lo / 64
+    ctx.upper = SimpleNamespace(ii=1650)
+    assert search._next_width(ctx, 0, 1427, 1428, 1649) == 1649 - 1428  # 1650 <= 1.25 x 1428: [1428, 1649]
+    assert search._next_width(ctx, 24, 1569, 1594, 1649) == 1649 - 1594
+    ctx.upper = SimpleNamespace(ii=2924)
+    assert search._next_width(ctx, 0, 1568, 1569, 2923) == 24  # 2924 > 1.25 x 1569: galloping, lo / 64
+    assert search._next_width(ctx, 24, 1569, 1594, 2923) == 49  # 2w + 1
+    assert search._next_width(ctx, 399, 1944, 2344, 2923) == 2923 - 2344  # 2924 <= 1.25 x 2344
+    ctx.undecided = 2923  # a probe under the schedule left undecided: its top is hard, the windows gallop
+    assert search._next_width(ctx, 399, 1944, 2344, 2923) == 799
+    ctx.undecided = None
+    ctx.monotone = False
+    assert search._next_width(ctx, 399, 1944, 2344, 2923) == 799
+    big = phases.Context(build_problem(random_body(16526, 41, profile="handoff"), get_arch("h100")),
+                         SolveOptions(workers=1), Work.starting_now(60, 100))
+    big.monotone, big.upper = True, SimpleNamespace(ii=2924)  # 41 ops: the improvement phase's bodies gallop
+    assert search._next_width(big, 399, 1944, 2344, 2923) == 799
+
+
 def test_a_pair_joins_whether_benders_over_groupings_decided_a_probe(monkeypatch):
     """Each probe of a pair runs on a fork of the context; whether Benders over groupings decided one of them
     (tried on the first probe the joint model leaves undecided) comes back to the search: decided in either, it

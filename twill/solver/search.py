@@ -682,7 +682,7 @@ def _search_ii(ctx: Context, lb: int, cap: int) -> _IIResult:
             if best is not None and ctx.refuted_below >= best.ii:
                 return _IIResult(best, True, best.ii)
         if out.verdict is Verdict.EMPTY:
-            lo, width = hi + 1, max(8, 2 * width + 1, lo // 64)
+            lo, width = hi + 1, _next_width(ctx, width, lo, hi + 1, cap)
             continue
         proven = out.floor if proven is None else proven
         ctx.report(f"II window [{lo}, {hi}]: undecided in its budget; probing for schedules")
@@ -697,6 +697,28 @@ def _search_ii(ctx: Context, lb: int, cap: int) -> _IIResult:
     if best is not None:  # every II below the descent's schedule is refuted
         return _IIResult(best, True, best.ii)
     return _IIResult(None, False, cap + 1, exhausted=True)
+
+
+def _next_width(ctx: Context, width: int, lo: int, nxt: int, cap: int) -> int:
+    """The width of the window after [lo, lo + width] was refuted, the next starting at ``nxt``: wider each time
+    (0, 8, 2w + 1, ..., at least lo/64), so that the windows gallop up from the floor, where the optimum often lies
+    and refutations far under it come cheap (fresh random-handoff-16524: 1593-1743 at no cost, 2343 by Benders in
+    1.1 units). On a monotone problem whose best schedule lies within ``IMPROVE_GAP`` of ``nxt``, the rest of the gap
+    is one window instead, bisected from the schedule down: there every window's refutation lies near the optimum,
+    costs about what a proof does, and is made moot by the bisection's own refutations under the schedule (fresh
+    random-regs-16508: 2.8 and 4.0 units refuting 1496 and 1588, then 1618 and 1633 refuted under its 1650, and no
+    work left for 1635, the proof; docs/benchmarks_notes.md, session 85). Not where a probe under the schedule was
+    already left undecided (``Context.undecided``): its top is known to be hard, and the windows' refutations are
+    the floor the answer will carry (one-tile FA b200 at head_dim 64: 1678 >= 1532 galloping, >= 1372 in one window).
+    Only on bodies under ``IMPROVE_OPS`` ops, the suite's 78 rows it was measured on; the larger ones, whose first
+    schedules the improvement phase lowers before any window, gallop as before (unmeasured: session 85 had no lent
+    machine for their 25 rows)."""
+    small = len(ctx.problem.ops) < IMPROVE_OPS
+    if small and ctx.monotone and ctx.upper is not None and ctx.undecided is None and ctx.upper.ii <= IMPROVE_GAP * nxt:
+        ctx.report(f"the best schedule at II {ctx.upper.ii} lies within {IMPROVE_GAP:.2f}x the floor {nxt}: "
+                   "the rest of the gap is one window")
+        return max(0, cap - nxt)
+    return max(8, 2 * width + 1, lo // 64)
 
 
 def _first_window(ctx: Context, w: Window) -> Outcome:

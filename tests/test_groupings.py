@@ -9,7 +9,8 @@ from ortools.sat.python import cp_model
 from twill.arch.registry import get_arch
 from twill.problem import build_problem
 from twill.random_loops import random_body, tiny_arch
-from twill.solver import SolveOptions, groupings
+from twill.solver import SolveOptions, groupings, hints
+from twill.solver.assemble import Assignment
 from twill.solver.exhaustive import solve_exhaustive
 from twill.solver.groupings import decide_by_groupings
 from twill.solver.model import build_model
@@ -137,3 +138,30 @@ def test_benders_after_an_undecided_probe_gets_work_of_its_own(monkeypatch):
                                                               (cp_model.INFEASIBLE, None, None))[1])
     assert phases._bisect_probe(ctx, 1943, phases.BISECT_II, mark)[0] == cp_model.INFEASIBLE
     assert marks == [min(phases.BISECT_II.at_least, phases.GROUPINGS_PROBE)] and ctx.groupings is True
+
+
+# A valid schedule of held-out random-handoff-17159 (23 ops, h100) at II 2025, found by twill's search (585b253,
+# session 86): each op's start, and its warp group (labels in first-use order) with the group's warps and registers.
+_STARTS_17159 = {"b0_load": 548, "b0_mma0": 1349, "b0_o2": 1613, "b0_o3": 2062, "b0_o4": 2082, "b0_o5": 2470,
+                 "b0_o6": 2894, "b0_o7": 2986, "b1_load": 365, "b1_mma0": 1196, "b1_o2": 1475, "b1_o3": 1936,
+                 "b1_o4": 2200, "b1_o5": 2590, "b1_o6": 2978, "b2_load": 0, "b2_mma0": 825, "b2_o2": 1219,
+                 "b2_o3": 1540, "b2_o4": 1552, "b2_o5": 2078, "b2_o6": 2594, "b2_o7": 2923}
+
+
+def test_a_core_that_does_not_refute_alone_never_cuts_a_schedule():
+    """CP-SAT 9.15 refuted the structure relaxation's first grouping of this body at II 2025 and named as its core
+    one pair relation (b0_load and b0_mma0 in different groups) that the schedule above meets: the cut refuted
+    2025, and the search reported every II under 2026 refuted beside the schedule at 2025 (google/or-tools#5141:
+    presolve can map the sufficient assumptions wrongly). A core is now solved again alone before it cuts."""
+    p = build_problem(random_body(17159, 23, profile="handoff"), get_arch("h100"))
+    group = {n: 0 for n in ("b0_load", "b1_load", "b2_load")}
+    group |= {n: 1 for n in _STARTS_17159 if n.startswith("b0_") and n != "b0_load"}
+    group |= {n: 2 for n in _STARTS_17159 if n.startswith("b1_") and n != "b1_load"}
+    group |= {n: 3 for n in _STARTS_17159 if n.startswith("b2_") and n != "b2_load"}
+    schedule = Assignment(ii=2025, starts=_STARTS_17159, groups=group, warps={0: 1, 1: 4, 2: 4, 3: 4},
+                                regs={0: 24, 1: 144, 2: 112, 3: 232})
+    free = build_model(p, SolveOptions(workers=1), 2025, 2025, symmetry=False)  # the schedule, not its twin
+    check = solver(Work.starting_now(600.0, 5.0), 5.0, 1)
+    assert check.solve(hints.pinned(free, schedule)) == cp_model.OPTIMAL
+    status, _ = _decide(p, 2025, units=3.0)
+    assert status != cp_model.INFEASIBLE

@@ -8,7 +8,9 @@ stalls"), yet with the grouping fixed it often refutes at once. So at one II:
 2. the joint model at the II decides it with the grouping stated as assumptions on pair literals (two ops in
    one group, or not; labels do not enter, so a grouping and its relabellings are one), for a short slice;
 3. refuted: CP-SAT's sufficient assumptions are a core, a set of pair relations no schedule at this II can
-   meet together; the cut "at least one of them changes" goes into the structure model and the loop goes on;
+   meet together; the cut "at least one of them changes" goes into the structure model and the loop goes on.
+   A core smaller than the grouping is solved again alone (``_holds``) before it cuts: CP-SAT's presolve can name
+   the wrong assumptions (google/or-tools#5141); where the core does not refute alone, the cut is the grouping;
 4. undecided under assumptions: the joint model built with the grouping fixed (``SolveOptions.fixed_groups``,
    labels in first-use order as the model's label symmetry breaking has them) decides it. CP-SAT's presolve
    cannot fix assumption literals, so under assumptions it keeps every group's optional intervals and budget
@@ -88,6 +90,9 @@ def decide_by_groupings(problem: Problem, options: SolveOptions, ii: int, work: 
             return cp_model.FEASIBLE, v, js
         if status == cp_model.INFEASIBLE:
             core = [key_of[_var(i)] for i in js.sufficient_assumptions_for_infeasibility() if _var(i) in key_of]
+            if len(core) < len(asked) and not _holds(v, asked, group, core, work,
+                                                     min(CORE_UNITS, until - work.spent)):
+                core = list(asked)  # the grouping was refuted, but not by CP-SAT's core: cut the grouping itself
             if not core:  # infeasible whatever the grouping
                 return cp_model.INFEASIBLE, None, None
         else:
@@ -112,6 +117,22 @@ def _under_assumptions(v: ScheduleModel, asked: dict[tuple[str, str], cp_model.I
     status = js.solve(v.m)
     v.m.clear_assumptions()
     return status, js
+
+
+def _holds(v: ScheduleModel, asked: dict[tuple[str, str], cp_model.IntVar], group: dict[str, int],
+           core: list[tuple[str, str]], work: Work, units: float) -> bool:
+    """Whether ``core``, the pair relations CP-SAT named as enough to refute ``group``, refutes the joint model
+    alone: solved under those assumptions only, within ``units``. Why: CP-SAT 9.15's presolve can map the
+    sufficient assumptions wrongly (google/or-tools#5141); on held-out random-handoff-17159 (h100, 23 ops) at II
+    2025 it named one relation (b0_load and b0_mma0 in different groups) that a valid schedule at 2025 meets, and
+    the cut refuted 2025 and every II under it (docs/benchmarks_notes.md, session 86)."""
+    if units <= 0:
+        return False
+    js = solver(work, units, 1, linearization=2)
+    v.m.add_assumptions([asked[k] if group[k[0]] == group[k[1]] else ~asked[k] for k in core])
+    status = js.solve(v.m)
+    v.m.clear_assumptions()
+    return status == cp_model.INFEASIBLE
 
 
 def _fixed_grouping(problem: Problem, options: SolveOptions, ii: int, v: ScheduleModel, group: dict[str, int],

@@ -24,14 +24,17 @@ def _decide(p, ii: int, units: float = 20.0) -> tuple[int, int | None]:
     return status, (int(s.value(v.ii)) if v is not None else None)
 
 
-@pytest.mark.parametrize("cores", [True, False], ids=["cores", "fixed-groupings-only"])
+@pytest.mark.parametrize("cores", ["cores", "fixed-groupings-only", "deletion-cores"])
 def test_benders_never_refutes_an_optimum_and_refutes_the_ii_below(cores, monkeypatch):
     """On 40 tiny graphs whose joint optimum the exhaustive search proves (it trusts no bound): at the optimum
     the loop finds a schedule at that II; one below, it refutes it (39 of 39 where the optimum exceeds 1). Also
     with no solve under assumptions, every grouping decided by the model built with it fixed: its refutations
-    are no-goods, and its schedules are carried over to the joint model."""
-    if not cores:
+    are no-goods, and its schedules are carried over to the joint model; and with every CP-SAT core distrusted,
+    so that each refuted grouping is cut by its deletion core (subproblems of fewer ops)."""
+    if cores == "fixed-groupings-only":
         monkeypatch.setattr(groupings, "CORE_UNITS", 0.0)
+    if cores == "deletion-cores":
+        monkeypatch.setattr(groupings, "_holds", lambda *args: False)
     below = refuted = 0
     for seed in range(40):
         p = build_problem(random_body(seed, 2 + seed % 4, profile="tiny"), tiny_arch(seed))
@@ -165,3 +168,21 @@ def test_a_core_that_does_not_refute_alone_never_cuts_a_schedule():
     assert check.solve(hints.pinned(free, schedule)) == cp_model.OPTIMAL
     status, _ = _decide(p, 2025, units=3.0)
     assert status != cp_model.INFEASIBLE
+
+
+def test_a_deletion_core_keeps_the_ops_whose_subproblem_the_grouping_cannot_schedule():
+    """random-handoff-16524 (15 ops, h100; the suite's fresh half) at II 1843, under the grouping of the suite's
+    2924 schedule (loads; b0's chain with b1_mma0 and b1_o2; the rest of b1): refuted at once with the grouping
+    fixed, while CP-SAT's cores under assumptions there name one relation that does not refute alone. The deletion
+    core keeps six ops of the middle group, whose holds in one in-order group sum to 1995 cycles, more than 1843;
+    their subproblem alone is refuted, and a schedule's grouping that keeps them together is cut."""
+    p = build_problem(random_body(16524, 15, profile="handoff"), get_arch("h100"))
+    rest = {"b0_load": 0, "b1_load": 0, "b1_o3": 2, "b1_o4": 2, "b1_o5": 2, "b1_o6": 2}
+    group = {op.name: rest.get(op.name, 1) for op in p.ops}
+    options = SolveOptions(workers=1)
+    kept = groupings._deletion_core(p, options, 1843, group, Work.starting_now(600.0, 5.0), 5.0)
+    assert kept == {"b0_o2", "b0_o4", "b0_o5", "b0_o7", "b1_mma0", "b1_o2"}
+    assert sum(p.hold(n) for n in kept) == 1995
+    status = groupings._fixed_grouping_status(groupings._alone(p, sorted(kept)), options, 1843, group,
+                                              Work.starting_now(600.0, 5.0), 5.0)
+    assert status == cp_model.INFEASIBLE

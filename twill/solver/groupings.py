@@ -10,7 +10,9 @@ stalls"), yet with the grouping fixed it often refutes at once. So at one II:
 3. refuted: CP-SAT's sufficient assumptions are a core, a set of pair relations no schedule at this II can
    meet together; the cut "at least one of them changes" goes into the structure model and the loop goes on.
    A core smaller than the grouping is solved again alone (``_holds``) before it cuts: CP-SAT's presolve can name
-   the wrong assumptions (google/or-tools#5141); where the core does not refute alone, the cut is the grouping;
+   the wrong assumptions (google/or-tools#5141); where the core does not refute alone, the cut is the relations
+   among the ops of a deletion core (``_deletion_core``: ops whose subproblem alone, under the grouping, is still
+   refuted), the whole grouping where nothing can be dropped;
 4. undecided under assumptions: the joint model built with the grouping fixed (``SolveOptions.fixed_groups``,
    labels in first-use order as the model's label symmetry breaking has them) decides it. CP-SAT's presolve
    cannot fix assumption literals, so under assumptions it keeps every group's optional intervals and budget
@@ -52,6 +54,10 @@ PROPOSE_UNITS = 1.0  # one proposal of the structure relaxation under the cuts (
 # at 2200: 0.03-0.05; session 46)
 CORE_UNITS = 0.25
 CARRY_UNITS = 1.0  # a fixed-grouping schedule's decisions fixed in the joint model: a propagation
+# One subset's solve in a deletion core (``_deletion_core``): a subset the grouping cannot schedule is refuted at once
+# where the whole grouping was (0.00-0.03 units on random-handoff-16524 at II 1843 and two-tile FA d64 h100 at 1107,
+# docs/benchmarks_notes.md, session 87); one that holds a schedule runs this out
+SUBSET_UNITS = 0.02
 
 
 def pair_literals(m: cp_model.CpModel, group_of: dict[str, cp_model.IntVar],
@@ -92,7 +98,8 @@ def decide_by_groupings(problem: Problem, options: SolveOptions, ii: int, work: 
             core = [key_of[_var(i)] for i in js.sufficient_assumptions_for_infeasibility() if _var(i) in key_of]
             if len(core) < len(asked) and not _holds(v, asked, group, core, work,
                                                      min(CORE_UNITS, until - work.spent)):
-                core = list(asked)  # the grouping was refuted, but not by CP-SAT's core: cut the grouping itself
+                kept = _deletion_core(problem, options, ii, group, work, until)  # not by CP-SAT's core
+                core = [key for key in asked if key[0] in kept and key[1] in kept]
             if not core:  # infeasible whatever the grouping
                 return cp_model.INFEASIBLE, None, None
         else:
@@ -135,15 +142,59 @@ def _holds(v: ScheduleModel, asked: dict[tuple[str, str], cp_model.IntVar], grou
     return status == cp_model.INFEASIBLE
 
 
+def _deletion_core(problem: Problem, options: SolveOptions, ii: int, group: dict[str, int], work: Work,
+                   until: float) -> set[str]:
+    """Ops whose joint model alone (``_alone``), under ``group`` restricted to them, is refuted at ``ii``: whole groups
+    dropped first, then one op at a time, each drop kept where the smaller subproblem is still refuted within
+    ``SUBSET_UNITS`` (an undecided one keeps the ops, so the set stays a core, only a larger one). Why: where CP-SAT's
+    core does not refute alone, the grouping itself was the cut, which excludes one partition of a space that grows
+    as the Bell numbers; on random-handoff-16524 at II 1843 every core but one failed that check, and the loop
+    refuted 98 groupings one by one in 27.9 units, with these cores 22 in 12.9 (docs/benchmarks_notes.md, session
+    87). Sound: the ops and the edges dropped only take constraints away (units, registers, warps, memories and
+    in-order issue are sums and orders over the ops kept), so a schedule of the whole body under a grouping that
+    keeps these ops' relations restricts to a schedule of the subproblem, which is refuted."""
+    kept = [op.name for op in problem.ops]
+    drops = [{n for n in kept if group[n] == g} for g in sorted(set(group.values()))]
+    drops += [{n} for n in kept]
+    for drop in drops:
+        trial = [n for n in kept if n not in drop]
+        units = min(SUBSET_UNITS, until - work.spent, work.left())
+        if not trial or len(trial) == len(kept) or units <= 0:
+            continue
+        if _fixed_grouping_status(_alone(problem, trial), options, ii, group, work, units) == cp_model.INFEASIBLE:
+            kept = trial
+    return set(kept)
+
+
+def _alone(problem: Problem, ops: list[str]) -> Problem:
+    """The subproblem of ``ops`` alone: the other ops and every edge touching them dropped."""
+    keep, body = set(ops), problem.body
+    sub = replace(body, ops=tuple(o for o in body.ops if o.name in keep),
+                  edges=tuple(e for e in body.edges if e.src in keep and e.dst in keep))
+    return replace(problem, body=sub)
+
+
+def _fixed_grouping_status(problem: Problem, options: SolveOptions, ii: int, group: dict[str, int], work: Work,
+                           units: float) -> int:
+    """CP-SAT's status for the joint model of ``problem`` at ``ii`` built with ``group`` fixed, within ``units``."""
+    return solver(work, units, 1, linearization=2).solve(_fixed_model(problem, options, ii, group).m)
+
+
+def _fixed_model(problem: Problem, options: SolveOptions, ii: int, group: dict[str, int]) -> ScheduleModel:
+    """The joint model at ``ii`` built with ``group`` fixed, labels in first-use order as the model's label symmetry
+    breaking has them."""
+    labels = hints.first_use_labels(problem, group)
+    fixed = tuple((op.name, labels[group[op.name]]) for op in problem.ops)
+    return build_model(problem, replace(options, fixed_groups=fixed), ii, ii)
+
+
 def _fixed_grouping(problem: Problem, options: SolveOptions, ii: int, v: ScheduleModel, group: dict[str, int],
                     work: Work, units: float) -> tuple[int, Solver | None]:
     """(status, solver) of the joint model at ``ii`` built with ``group`` fixed: on a schedule, the solver holds it
     as a solution of ``v`` (its decisions fixed there), or None where ``v`` does not take it: the fixed model leaves
     out the mirror-image cuts (§2.8c), so its schedule may be the twin ``v`` cuts off. Its refutation is ``v``'s
     under ``group`` all the same: it only has fewer constraints."""
-    labels = hints.first_use_labels(problem, group)
-    fixed = tuple((op.name, labels[group[op.name]]) for op in problem.ops)
-    f = build_model(problem, replace(options, fixed_groups=fixed), ii, ii)
+    f = _fixed_model(problem, options, ii, group)
     fs = solver(work, units, 1, linearization=2)
     status = fs.solve(f.m)
     if status not in FEASIBLE:

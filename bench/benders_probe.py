@@ -32,10 +32,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from suite.cases import build_body, read_manifest  # noqa: E402
 
 from twill.arch.registry import get_arch  # noqa: E402
-from twill.ir import LoopBody  # noqa: E402
 from twill.options import SolveOptions  # noqa: E402
 from twill.problem import Problem, build_problem  # noqa: E402
-from twill.solver.groupings import decide_by_groupings, pair_literals  # noqa: E402
+from twill.solver.groupings import _alone, decide_by_groupings, pair_literals  # noqa: E402
 from twill.solver.hints import first_use_labels  # noqa: E402
 from twill.solver.model import build_model  # noqa: E402
 from twill.solver.run import Work, solver  # noqa: E402
@@ -61,15 +60,6 @@ def joint(p: Problem, groups: dict[str, int], ii: int, units: float) -> tuple[st
     return VERDICT.get(solver(w, units, 1, linearization=2).solve(v.m), "undecided"), w.spent
 
 
-def alone(p: Problem, ops: list[str]) -> Problem:
-    """The subproblem of ``ops`` alone: the other ops and every edge touching them dropped."""
-    keep = set(ops)
-    body = p.body
-    sub = LoopBody(f"{body.name}_part", tuple(o for o in body.ops if o.name in keep),
-                   tuple(e for e in body.edges if e.src in keep and e.dst in keep), static_smem=body.static_smem)
-    return build_problem(sub, p.arch)
-
-
 def minimal_core(p: Problem, groups: dict[str, int], ii: int, units: float) -> tuple[list[list[str]], float]:
     """Ops whose subproblem, under ``groups`` restricted to them, the joint model still refutes: whole groups dropped
     first, then one op at a time (deletion-based); a test left undecided keeps what it would drop, so the core stays
@@ -81,7 +71,7 @@ def minimal_core(p: Problem, groups: dict[str, int], ii: int, units: float) -> t
         trial = [x for x in keep if not drop(x)]
         if not trial or len(trial) == len(keep):
             continue
-        got, u = joint(alone(p, trial), {x: groups[x] for x in trial}, ii, units)
+        got, u = joint(_alone(p, trial), {x: groups[x] for x in trial}, ii, units)
         spent += u
         if got == "refuted":
             keep = trial

@@ -22,9 +22,11 @@ assumptions on pair literals (same group / different groups, label-free), and a 
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 import time
 from pathlib import Path
+from unittest import mock
 
 from ortools.sat.python import cp_model
 
@@ -34,7 +36,8 @@ from suite.cases import build_body, read_manifest  # noqa: E402
 from twill.arch.registry import get_arch  # noqa: E402
 from twill.options import SolveOptions  # noqa: E402
 from twill.problem import Problem, build_problem  # noqa: E402
-from twill.solver.groupings import _alone, decide_by_groupings, pair_literals  # noqa: E402
+from twill.solver import groupings  # noqa: E402
+from twill.solver.groupings import decide_by_groupings, pair_literals  # noqa: E402
 from twill.solver.hints import first_use_labels  # noqa: E402
 from twill.solver.model import build_model  # noqa: E402
 from twill.solver.run import Work, solver  # noqa: E402
@@ -61,24 +64,17 @@ def joint(p: Problem, groups: dict[str, int], ii: int, units: float) -> tuple[st
 
 
 def minimal_core(p: Problem, groups: dict[str, int], ii: int, units: float) -> tuple[list[list[str]], float]:
-    """Ops whose subproblem, under ``groups`` restricted to them, the joint model still refutes: whole groups dropped
-    first, then one op at a time (deletion-based); a test left undecided keeps what it would drop, so the core stays
-    sound, only less small. The core's parts (its ops by group) and the units spent."""
-    keep, spent = [o.name for o in p.ops], 0.0
-    drops = [lambda x, g=g: groups[x] == g for g in sorted(set(groups.values()))]  # whole groups first
-    drops += [lambda x, n=n: x == n for n in keep]  # then one op at a time
-    for drop in drops:
-        trial = [x for x in keep if not drop(x)]
-        if not trial or len(trial) == len(keep):
-            continue
-        got, u = joint(_alone(p, trial), {x: groups[x] for x in trial}, ii, units)
-        spent += u
-        if got == "refuted":
-            keep = trial
+    """The search's deletion core (``groupings._deletion_core``: whole groups dropped first, then one op at a time,
+    each drop kept where the subproblem is still refuted; an undecided test keeps the ops), with ``units`` per test
+    instead of the search's ``SUBSET_UNITS``. The core's parts (its ops by group) and the units spent."""
+    work = Work.starting_now(3600, math.inf)
+    with mock.patch.object(groupings, "SUBSET_UNITS", units):
+        kept = groupings._deletion_core(p, SolveOptions(workers=1), ii, groups, work, math.inf)
     parts: dict[int, list[str]] = {}
-    for n in keep:
-        parts.setdefault(groups[n], []).append(n)
-    return list(parts.values()), spent
+    for op in p.ops:
+        if op.name in kept:
+            parts.setdefault(groups[op.name], []).append(op.name)
+    return list(parts.values()), work.spent
 
 
 def add_cut(s, parts: list[list[str]]) -> None:

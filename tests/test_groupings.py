@@ -7,20 +7,21 @@ import pytest
 from ortools.sat.python import cp_model
 
 from twill.arch.registry import get_arch
+from twill.bounds import monotone_in_ii
 from twill.problem import build_problem
 from twill.random_loops import random_body, tiny_arch
 from twill.solver import SolveOptions, groupings, hints
 from twill.solver.assemble import Assignment
 from twill.solver.exhaustive import solve_exhaustive
-from twill.solver.groupings import decide_by_groupings
+from twill.solver.groupings import Cuts, decide_by_groupings
 from twill.solver.model import build_model
 from twill.solver.run import Work, solver
 
 
-def _decide(p, ii: int, units: float = 20.0) -> tuple[int, int | None]:
+def _decide(p, ii: int, units: float = 20.0, cuts: Cuts | None = None) -> tuple[int, int | None]:
     """(status, the II of the schedule found or None)."""
     work = Work.starting_now(600.0, units)
-    status, v, s = decide_by_groupings(p, SolveOptions(workers=1), ii, work, units, 1.0)
+    status, v, s = decide_by_groupings(p, SolveOptions(workers=1), ii, work, units, 1.0, cuts)
     return status, (int(s.value(v.ii)) if v is not None else None)
 
 
@@ -46,6 +47,73 @@ def test_benders_never_refutes_an_optimum_and_refutes_the_ii_below(cores, monkey
             below += 1
             refuted += status == cp_model.INFEASIBLE
     assert refuted == below > 30
+
+
+def test_cuts_carried_down_never_refute_an_optimum():
+    """The loop at each II from four above the optimum down to one below, on the first 20 monotone tiny graphs of 5
+    ops, every loop starting from the cuts the loops above it learned (``Cuts``: on a monotone body a cut learned at
+    II x holds at every II up to x, design.md §3.1f): a schedule at the optimum, the II below refuted, and carried
+    cuts did reach a loop at an optimum (the structure relaxation's proposals at these IIs mostly schedule at once,
+    so few groupings are refuted above an optimum: the slow test below has more)."""
+    carried = bodies = 0
+    for seed in range(300):
+        p = build_problem(random_body(seed, 5, profile="tiny"), tiny_arch(seed))
+        if bodies == 20 or not monotone_in_ii(p):
+            continue
+        bodies += 1
+        optimum = solve_exhaustive(p, SolveOptions(workers=1)).ii
+        cuts = Cuts(True)
+        for ii in range(optimum + 4, optimum, -1):
+            assert _decide(p, ii, cuts=cuts) == (cp_model.FEASIBLE, ii), seed
+        carried += len(cuts.at(optimum))
+        assert _decide(p, optimum, cuts=cuts) == (cp_model.FEASIBLE, optimum), seed
+        if optimum > 1:
+            assert _decide(p, optimum - 1, cuts=cuts)[0] == cp_model.INFEASIBLE, seed
+    assert bodies == 20 and carried >= 1
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("profile", "seed", "optimum"), [("regs", 0, 1254), ("regs", 1, 1512), ("regs", 2, 1121),
+                                                         ("handoff", 1, 1582)])
+def test_cuts_carried_down_never_refute_an_ii_with_a_schedule(profile, seed, optimum):
+    """Random 9-op bodies on h100 whose optimum the search proves (session 88): the loop at 1.3, 1.2, 1.1 and 1.05
+    times the optimum and at the optimum, each from the cuts the loops above it learned, refutes none of them, and
+    at least one carried cut reaches the loop at the optimum (7 over the four bodies when written)."""
+    p = build_problem(random_body(seed, 9, profile=profile), get_arch("h100"))
+    cuts = Cuts(monotone_in_ii(p))
+    assert cuts.monotone
+    for ii in [int(optimum * f) for f in (1.3, 1.2, 1.1, 1.05)]:
+        assert _decide(p, ii, 10.0, cuts)[0] != cp_model.INFEASIBLE
+    assert cuts.at(optimum)
+    assert _decide(p, optimum, 10.0, cuts)[0] != cp_model.INFEASIBLE
+
+
+def test_cuts_hold_below_the_ii_they_were_learned_at_only_where_feasibility_is_monotone():
+    """A cut learned at II 10 holds at 10 and below on a monotone body, at 10 alone elsewhere, never above; a copy
+    for a probe run beside others merges back only what it learned."""
+    cut = ((("a", "b"), True),)
+    for monotone, below in ((True, [cut]), (False, [])):
+        cuts = Cuts(monotone)
+        cuts.learn(10, cut)
+        assert (cuts.at(10), cuts.at(9), cuts.at(11)) == ([cut], below, [])
+    cuts = Cuts(True, [(10, cut)])
+    fork = cuts.copy()
+    other = ((("a", "c"), False),)
+    fork.learn(7, other)
+    cuts.merge(fork)
+    assert cuts.learned == [(10, cut), (7, other)]
+
+
+@pytest.mark.slow
+def test_benders_bisecting_the_gap_lifts_the_floor_the_windows_leave():
+    """fresh random-handoff-16524 (15 ops, h100) at the suite's budget: the windows climbing from the floor left
+    2924 >= 1744 (their joint probes at 1843 and 1943 undecided, and Benders there too); Benders bisecting the whole
+    gap refutes 2246 and 2585 and the answer is 2924 >= 2586 (docs/benchmarks_notes.md, session 88)."""
+    from twill.solver import solve
+
+    p = build_problem(random_body(16524, 15, profile="handoff"), get_arch("h100"))
+    sched = solve(p, SolveOptions(workers=2, work_limit=30.0, time_limit=600.0))
+    assert sched.ii_lower_bound >= 2586 and sched.ii <= 2924
 
 
 @pytest.mark.slow
@@ -105,7 +173,7 @@ def test_a_probe_the_joint_model_leaves_undecided_goes_to_benders_on_any_small_b
     calls = []
     monkeypatch.setattr(phases, "_solve_in_turn", lambda ctx, v, at, plan: (list(plan), (cp_model.UNKNOWN, None))[1])
     monkeypatch.setattr(phases, "decide_by_groupings",
-                        lambda p, o, ii, work, until, units: (calls.append(ii), (cp_model.INFEASIBLE, None, None))[1])
+                        lambda p, o, ii, work, until, units, cuts: (calls.append(ii), (cp_model.INFEASIBLE, None, None))[1])
     ctx = phases.Context(p, SolveOptions(workers=2), Work.starting_now(60, 30))
     assert not ctx.registers_bind and ctx.groupings is None
     assert phases._bisect_probe(ctx, 1943, phases.BISECT_II, ctx.work.until(10))[0] == cp_model.INFEASIBLE
@@ -137,7 +205,7 @@ def test_benders_after_an_undecided_probe_gets_work_of_its_own(monkeypatch):
     marks = []
     monkeypatch.setattr(phases, "_solve_in_turn", spend_to_the_mark)
     monkeypatch.setattr(phases, "decide_by_groupings",
-                        lambda p, o, ii, work, until, units: (marks.append(until - work.spent),
+                        lambda p, o, ii, work, until, units, cuts: (marks.append(until - work.spent),
                                                               (cp_model.INFEASIBLE, None, None))[1])
     assert phases._bisect_probe(ctx, 1943, phases.BISECT_II, mark)[0] == cp_model.INFEASIBLE
     assert marks == [min(phases.BISECT_II.at_least, phases.GROUPINGS_PROBE)] and ctx.groupings is True

@@ -33,7 +33,7 @@ docs/benchmarks_notes.md ("Benders over groupings in the bisection", issue 16).
 from __future__ import annotations
 
 import itertools
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 
 from ortools.sat.python import cp_model
 
@@ -45,7 +45,7 @@ from twill.solver.model import ScheduleModel, build_model, group_relation
 from twill.solver.run import Solver, Work, solver
 from twill.solver.structure import build_structure
 
-__all__ = ["decide_by_groupings", "pair_literals"]
+__all__ = ["Cuts", "decide_by_groupings", "pair_literals"]
 
 FEASIBLE = (cp_model.OPTIMAL, cp_model.FEASIBLE)
 PROPOSE_UNITS = 1.0  # one proposal of the structure relaxation under the cuts (most take well under 0.1)
@@ -60,6 +60,41 @@ CARRY_UNITS = 1.0  # a fixed-grouping schedule's decisions fixed in the joint mo
 SUBSET_UNITS = 0.02
 
 
+Cut = tuple[tuple[tuple[str, str], bool], ...]  # pair relations (both ops in one group, or not) no schedule meets together
+
+
+@dataclass(slots=True)
+class Cuts:
+    """The cuts the loop has learned, each with the II it was learned at, for the loops at other IIs to start from.
+    On a monotone problem a cut learned at II x holds at every II up to x: a schedule at a lower II stretches to x
+    with its grouping, and the stretch keeps the joint model's symmetry breaking (design.md §3.1e, §3.1f carried
+    cuts); elsewhere only at x itself. ``base``: how many it held when copied for a probe run beside others, so that
+    ``merge`` takes only what that probe learned."""
+
+    monotone: bool
+    learned: list[tuple[int, Cut]] = field(default_factory=list)
+    base: int = 0
+
+    def at(self, ii: int) -> list[Cut]:
+        """The cuts that hold at ``ii``."""
+        return [cut for x, cut in self.learned if x == ii or (self.monotone and x > ii)]
+
+    def learn(self, ii: int, cut: Cut) -> None:
+        self.learned.append((ii, cut))
+
+    def copy(self) -> Cuts:
+        return Cuts(self.monotone, list(self.learned), len(self.learned))
+
+    def merge(self, other: Cuts) -> None:
+        """Take what ``other``, a copy of this store, learned since it was copied."""
+        self.learned.extend(other.learned[other.base:])
+
+
+def _clause(proposed: dict[tuple[str, str], cp_model.IntVar], cut: Cut) -> list[cp_model.LiteralT]:
+    """At least one of the cut's relations changes."""
+    return [~proposed[key] if same else proposed[key] for key, same in cut]
+
+
 def pair_literals(m: cp_model.CpModel, group_of: dict[str, cp_model.IntVar],
                    names: list[str]) -> dict[tuple[str, str], cp_model.IntVar]:
     """A literal per pair of ops, true iff both sit in one group."""
@@ -67,11 +102,12 @@ def pair_literals(m: cp_model.CpModel, group_of: dict[str, cp_model.IntVar],
 
 
 def decide_by_groupings(problem: Problem, options: SolveOptions, ii: int, work: Work, until: float,
-                        per_grouping: float) -> tuple[int, ScheduleModel | None, Solver | None]:
+                        per_grouping: float, cuts: Cuts | None = None) -> tuple[int, ScheduleModel | None, Solver | None]:
     """(CP-SAT status, model, solver) of the loop above at ``ii``, within the work mark ``until`` and
     ``per_grouping`` units per joint solve: INFEASIBLE when every grouping is refuted; FEASIBLE with the joint
     model at ``ii`` (its assumptions cleared) and the solver holding the schedule found under a grouping;
-    UNKNOWN when a solve stayed undecided or the work ran out."""
+    UNKNOWN when a solve stayed undecided or the work ran out. ``cuts``: the master starts from those that hold at
+    ``ii``, and what the loop learns goes there, even where it ends undecided."""
     if work.spent >= until or work.left() <= 0:  # out of work, or the wall-clock cap passed: build nothing
         return cp_model.UNKNOWN, None, None
     recurrence = rec_mii(problem)
@@ -80,6 +116,8 @@ def decide_by_groupings(problem: Problem, options: SolveOptions, ii: int, work: 
     names = [op.name for op in problem.ops]
     s = build_structure(problem, options, ii)
     proposed = pair_literals(s.m, s.group_of, names)
+    for cut in cuts.at(ii) if cuts is not None else ():
+        s.m.add_bool_or(_clause(proposed, cut))
     v = build_model(problem, options, ii, ii)
     asked = pair_literals(v.m, v.group_of, names)
     key_of = {lit.index: key for key, lit in asked.items()}
@@ -109,7 +147,10 @@ def decide_by_groupings(problem: Problem, options: SolveOptions, ii: int, work: 
             if status != cp_model.INFEASIBLE:
                 break
             core = list(asked)  # the grouping itself
-        s.m.add_bool_or([~proposed[key] if group[key[0]] == group[key[1]] else proposed[key] for key in core])
+        cut = tuple((key, group[key[0]] == group[key[1]]) for key in core)
+        s.m.add_bool_or(_clause(proposed, cut))
+        if cuts is not None:
+            cuts.learn(ii, cut)
     return cp_model.UNKNOWN, None, None
 
 

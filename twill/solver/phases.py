@@ -43,7 +43,7 @@ from twill.options import SolveOptions
 from twill.problem import Problem
 from twill.solver import hints
 from twill.solver.assemble import Assignment
-from twill.solver.groupings import decide_by_groupings
+from twill.solver.groupings import Cuts, decide_by_groupings
 from twill.solver.model import ScheduleModel, build_model, upper
 from twill.solver.retime import RETIME_UNITS, register_rooms, reinserted, retimed
 from twill.solver.run import (
@@ -63,7 +63,7 @@ from twill.solver.strategies import producer_consumer_split
 __all__ = ["Verdict", "Window", "Found", "Outcome", "Context", "Phase", "WINDOW_PHASES", "UNDECIDED_PHASES",
            "refute_below", "complete", "memory_bound", "improve", "IMPROVE", "IMPROVE_GAP", "IMPROVE_OPS", "pull_to_floor",
            "staged_descent", "STAGED_DESCENT", "optimality_probe", "BISECT_CLOSE_II", "close_target",
-           "retimed_found"]
+           "retimed_found", "groupings_apply", "groupings_bisection", "GROUPINGS_BISECT"]
 
 FEASIBLE = (cp_model.OPTIMAL, cp_model.FEASIBLE)
 
@@ -140,9 +140,11 @@ class Context:
     grouped: set[int] = field(default_factory=set)  # the IIs Benders over groupings refuted (the proof names it); forks share it
     before: float = 0.0  # a fork's work starts here in the search's count (``fork``): its reports say so
     monotone: bool = field(init=False)  # feasibility closed upwards in II (design.md §3.1e)
+    cuts: Cuts = field(init=False)  # Benders over groupings' cuts, for its loops at other IIs (design.md §3.1f)
 
     def __post_init__(self) -> None:
         self.monotone = monotone_in_ii(self.problem)
+        self.cuts = Cuts(self.monotone)
 
     def hold(self, found: Found) -> None:
         """Make ``found`` the best schedule known (``upper``): what repairs, hints and the probes under it start from."""
@@ -187,15 +189,18 @@ class Context:
         """A context for a probe run beside others: the same problem, options and best schedule, with work of its
         own that starts ``reserved`` units on (what the probes before it may spend) and shares the wall-clock cap."""
         w = self.work
-        return replace(self, work=Work(start=w.start, deadline=w.deadline, limit=max(0.0, w.left() - reserved)),
+        fork = replace(self, work=Work(start=w.start, deadline=w.deadline, limit=max(0.0, w.left() - reserved)),
                        before=self.before + w.spent + reserved)
+        fork.cuts = self.cuts.copy()  # its own: two probes learning at once would interleave their cuts
+        return fork
 
     def join(self, fork: Context) -> None:
         """Charge what a forked probe spent, and its cut, to this context's work, and take what it learned of Benders
-        over groupings: decided in any fork, it stays decided; tried and undecided, never again (``_paired``). The
-        same whatever order the forks finish in."""
+        over groupings: decided in any fork, it stays decided; tried and undecided, never again (``_paired``), and
+        the cuts it learned. The same whatever order the forks finish in: they are joined in the order they began."""
         self.work.spent += fork.work.spent
         self.work.cut = self.work.cut or fork.work.cut
+        self.cuts.merge(fork.cuts)
         if fork.groupings is not None and self.groupings is not True:
             self.groupings = fork.groupings
 
@@ -792,7 +797,7 @@ def _paired(ctx: Context, b: _Bisection, until: float) -> list[tuple[int, Budget
     random-recurrence-16512 lost its proof, 624 optimal -> 624 >= 623: the single probes took a different path
     and left the last one 5 units short; docs/benchmarks_notes.md, session 73)."""
     first = b.plan(ctx)
-    if worker_count(ctx.options.workers) < 2 or (_groupings_apply(ctx) and (ctx.registers_bind or ctx.groupings)):
+    if worker_count(ctx.options.workers) < 2 or (groupings_apply(ctx) and (ctx.registers_bind or ctx.groupings)):
         return [first]
     most = _probe_most(ctx, first[1], first[2], until)
     after = b.after(first[0], cp_model.UNKNOWN, False, first[2]).next(ctx, until, most)
@@ -891,9 +896,9 @@ def _bisect_probe(ctx: Context, ii: int, budget: Budget, until: float, cold: boo
                 return
             yield start, units, 0, lp
 
-    benders = cold and _groupings_apply(ctx)
+    benders = cold and groupings_apply(ctx)
     if benders and ctx.groupings is True:
-        status, found = _groupings_probe(ctx, ii, budget, until)
+        status, found = _groupings_probe(ctx, ii, min(budget.at_least, GROUPINGS_PROBE), until)
         if status != cp_model.UNKNOWN:
             return status, found
     status, found = _solve_in_turn(ctx, build_model(ctx.problem, ctx.options, ii, ii), ii, steps())
@@ -902,7 +907,7 @@ def _bisect_probe(ctx: Context, ii: int, budget: Budget, until: float, cold: boo
         # loop had no work left and never ran (two-tile FA h100 d64 at 1107: undecided after the joint model's 7.4
         # units, refuted by the loop in 0.12; docs/benchmarks_notes.md, session 79)
         own = ctx.work.until(min(budget.at_least, GROUPINGS_PROBE))
-        status, found = _groupings_probe(ctx, ii, budget, max(until, own))
+        status, found = _groupings_probe(ctx, ii, min(budget.at_least, GROUPINGS_PROBE), max(until, own))
         ctx.groupings = status != cp_model.UNKNOWN
     return status, found
 
@@ -917,7 +922,7 @@ def _probe_plan(ctx: Context, budget: Budget, cold: bool) -> list[tuple[Start, i
             + ([(Start.COLD, BISECT_COLD_LP, budget.at_least)] if cold else []))
 
 
-def _groupings_apply(ctx: Context) -> bool:
+def groupings_apply(ctx: Context) -> bool:
     """Benders over groupings applies where the groups are free and few enough ops make the grouping space small
     (``GROUPINGS_MAX_OPS``). It is tried once, at the first probe the joint model leaves undecided, for at most
     ``GROUPINGS_PROBE`` units (``_bisect_probe``), so where it does not decide it costs the search that once. Where
@@ -930,16 +935,53 @@ def _groupings_apply(ctx: Context) -> bool:
     return (not o.swp_only and not o.fixed_groups and len(ctx.problem.ops) <= GROUPINGS_MAX_OPS)
 
 
-def _groupings_probe(ctx: Context, ii: int, budget: Budget, until: float) -> tuple[int, Found | None]:
-    """``ii`` decided by Benders over groupings (``twill.solver.groupings``) within the probe's budget, at most
-    ``GROUPINGS_PROBE`` units: where it decides, it does so within that (random-regs-16009: 1.0-1.9 units per
-    refuted II), and what it spends undecided is taken from the probes after it."""
-    mark = min(until, ctx.work.until(min(budget.at_least, GROUPINGS_PROBE)))
-    status, v, s = decide_by_groupings(ctx.problem, ctx.options, ii, ctx.work, mark, GROUPING_UNITS)
+def _groupings_probe(ctx: Context, ii: int, units: float, until: float) -> tuple[int, Found | None]:
+    """``ii`` decided by Benders over groupings (``twill.solver.groupings``) within ``units`` and the work mark
+    ``until``. It starts from the cuts learned at other IIs that hold at ``ii`` (``Context.cuts``) and adds its own."""
+    mark = min(until, ctx.work.until(units))
+    status, v, s = decide_by_groupings(ctx.problem, ctx.options, ii, ctx.work, mark, GROUPING_UNITS, ctx.cuts)
     if status == cp_model.INFEASIBLE:
         ctx.grouped.add(ii)
     ctx.report(f"  Benders over groupings at II {ii}: {_VERDICT_WORDS.get(status, 'undecided')}")
     return status, (Found(v, s) if v is not None and s is not None else None)
+
+
+# Benders bisecting the whole gap (``groupings_bisection``): its share of the work and the most one probe spends. Measured
+# (session 87, a throwaway script, 5 per probe, 20 in all, no carried cuts): every floor of five register and hand-off
+# bodies rose, fresh random-handoff-16524 1744 -> 2573 against its schedule's 2924 (docs/benchmarks_notes.md)
+GROUPINGS_BISECT = Budget(share=1 / 3, at_least=0.0)
+GROUPINGS_BISECT_PROBE = 5.0
+
+
+def groupings_bisection(ctx: Context, w: Window, budget: Budget) -> Outcome:
+    """Bisect [w.lo, w.hi] with Benders over groupings alone, each probe the middle of what is left, at most
+    ``GROUPINGS_BISECT_PROBE`` units: refuted raises the floor (monotone, §3.1e), a schedule or an undecided probe
+    lowers the top. For a gap the joint model's windows would climb from the floor: there Benders is dear, since
+    far under the optimum every grouping is refuted on its own (fresh random-handoff-16524: 7.7 units at 1843), and
+    cheap in the middle (1.4 at 2300). Each probe starts from the cuts the probes above it learned (``Context.cuts``),
+    which hold below them. Sets ``Context.groupings`` for the bisection's probes after it: decided one, or none."""
+    until = ctx.work.until(budget.units(ctx.options.work))
+    failed, top, found = max(w.lo, ctx.refuted_below) - 1, w.hi + 1, None
+    decided = False
+    while failed + 1 < top and ctx.work.spent < until and ctx.work.left() > 0:
+        probe = (failed + top) // 2
+        status, at = _groupings_probe(ctx, probe, GROUPINGS_BISECT_PROBE, until)
+        decided = decided or status != cp_model.UNKNOWN
+        if status == cp_model.INFEASIBLE:
+            failed = probe
+            ctx.refuted(w.lo, probe, _probe_proof(ctx, probe))
+            continue
+        if at is not None and (found is None or at.ii < found.ii):
+            found = at
+            ctx.hold(at)
+        top = probe if at is None else min(probe, at.ii)
+    ctx.groupings = decided
+    floor = failed + 1
+    if floor > w.lo:
+        ctx.report(f"II window [{w.lo}, {w.hi}]: every II below {floor} refuted (Benders over groupings, bisecting)")
+    if found is not None:
+        return Outcome(Verdict.FOUND, floor, found)
+    return Outcome(Verdict.EMPTY if floor > w.hi else Verdict.UNDECIDED, floor)
 
 
 def _probe_proof(ctx: Context, ii: int) -> str:

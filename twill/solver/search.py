@@ -40,6 +40,7 @@ from twill.solver.phases import (
     BISECT_CLOSE_II,
     CLOSE,
     FEASIBLE,
+    GROUPINGS_BISECT,
     IMPROVE,
     IMPROVE_GAP,
     IMPROVE_OPS,
@@ -53,6 +54,8 @@ from twill.solver.phases import (
     Window,
     close_target,
     descent,
+    groupings_apply,
+    groupings_bisection,
     improve,
     optimality_probe,
     pull_to_floor,
@@ -679,10 +682,14 @@ def _search_ii(ctx: Context, lb: int, cap: int) -> _IIResult:
             best = _improve_small(ctx, max(lo, out.floor), best) or best
             best = _one_under(ctx, max(lo, out.floor), best)
             cap = cap if best is None else best.ii - 1
+            floor = max(lo, out.floor, ctx.refuted_below)
+            best = _groupings_bisected(ctx, floor, cap) or best
+            cap = cap if best is None else best.ii - 1
             if best is not None and ctx.refuted_below >= best.ii:
                 return _IIResult(best, True, best.ii)
         if out.verdict is Verdict.EMPTY:
-            lo, width = hi + 1, _next_width(ctx, width, lo, hi + 1, cap)
+            nxt = max(hi + 1, ctx.refuted_below)  # a later phase's refutations may have raised it
+            lo, width = nxt, _next_width(ctx, width, lo, nxt, cap)
             continue
         proven = out.floor if proven is None else proven
         ctx.report(f"II window [{lo}, {hi}]: undecided in its budget; probing for schedules")
@@ -697,6 +704,22 @@ def _search_ii(ctx: Context, lb: int, cap: int) -> _IIResult:
     if best is not None:  # every II below the descent's schedule is refuted
         return _IIResult(best, True, best.ii)
     return _IIResult(None, False, cap + 1, exhausted=True)
+
+
+def _groupings_bisected(ctx: Context, floor: int, cap: int) -> Found | None:
+    """Benders over groupings bisecting the whole gap [floor, cap] (``phases.groupings_bisection``) where the windows
+    would otherwise climb to the best schedule from a floor more than ``IMPROVE_GAP`` under it (``_next_width``) on
+    a monotone body Benders applies to: there the joint model's probes near the floor stay undecided (fresh
+    random-handoff-16524: 1843 and 1943, 18 units, the answer 2924 >= 1744) and Benders refutes the middle of the gap
+    in a unit or two. Its schedule, where it finds one. Only with its whole budget left: with less, its probes in the
+    middle of the gap stay undecided, and the windows' cheap refutations from the floor are lost (tuned
+    random-regs-16009, 25 units spent before it: floor 1751 -> 1670, and three more rows alike; session 88)."""
+    if (not ctx.monotone or not groupings_apply(ctx) or ctx.upper is None or floor > cap
+            or ctx.upper.ii <= IMPROVE_GAP * floor or ctx.work.left() < GROUPINGS_BISECT.units(ctx.options.work)):
+        return None
+    ctx.report(f"the best schedule at II {ctx.upper.ii} lies over {IMPROVE_GAP:.2f}x the floor {floor}: "
+               "Benders over groupings bisects the gap")
+    return groupings_bisection(ctx, Window(floor, cap), GROUPINGS_BISECT).found
 
 
 def _next_width(ctx: Context, width: int, lo: int, nxt: int, cap: int) -> int:

@@ -23,6 +23,9 @@ stalls"), yet with the grouping fixed it often refutes at once. So at one II:
    the joint model by fixing its decisions there (a propagation);
 5. a schedule ends the loop with that schedule, an undecided solve with nothing proven.
 
+The cuts are pair relations, with no II in them: on a monotone problem one learned at II x holds at every II up to
+x, so a loop starts from those the loops at or above its II learned (``Cuts``; design.md §3.1f, carried cuts).
+
 Sound because every schedule at the II has a grouping, which the structure relaxation admits and which meets
 no core; the joint model's symmetry breaking keeps one of every set of equivalent schedules, so a core refutes
 only groupings whose schedules all have an equivalent one elsewhere, which the loop still has to refute.
@@ -90,6 +93,11 @@ class Cuts:
         self.learned.extend(other.learned[other.base:])
 
 
+def _relations(keys: list[tuple[str, str]], group: dict[str, int]) -> Cut:
+    """The relations ``group`` gives the pairs ``keys``: a cut once they are refuted together."""
+    return tuple((key, group[key[0]] == group[key[1]]) for key in keys)
+
+
 def _clause(proposed: dict[tuple[str, str], cp_model.IntVar], cut: Cut) -> list[cp_model.LiteralT]:
     """At least one of the cut's relations changes."""
     return [~proposed[key] if same else proposed[key] for key, same in cut]
@@ -147,7 +155,7 @@ def decide_by_groupings(problem: Problem, options: SolveOptions, ii: int, work: 
             if status != cp_model.INFEASIBLE:
                 break
             core = list(asked)  # the grouping itself
-        cut = tuple((key, group[key[0]] == group[key[1]]) for key in core)
+        cut = _relations(core, group)
         s.m.add_bool_or(_clause(proposed, cut))
         if cuts is not None:
             cuts.learn(ii, cut)
@@ -155,13 +163,15 @@ def decide_by_groupings(problem: Problem, options: SolveOptions, ii: int, work: 
 
 
 def _under_assumptions(v: ScheduleModel, asked: dict[tuple[str, str], cp_model.IntVar], group: dict[str, int],
-                       work: Work, units: float) -> tuple[int, Solver | None]:
-    """(status, solver) of the joint model ``v`` with ``group`` stated as assumptions on its pair literals, for
-    ``units`` (none: UNKNOWN, nothing solved); the assumptions are cleared after."""
+                       work: Work, units: float, keys: list[tuple[str, str]] | None = None) -> tuple[int, Solver | None]:
+    """(status, solver) of the joint model ``v`` with ``group``'s relations on the pairs ``keys`` (default: every
+    pair) stated as assumptions on its pair literals, for ``units`` (none: UNKNOWN, nothing solved); the
+    assumptions are cleared after."""
     if units <= 0:
         return cp_model.UNKNOWN, None
     js = solver(work, units, 1, linearization=2)
-    v.m.add_assumptions([lit if group[a] == group[b] else ~lit for (a, b), lit in asked.items()])
+    stated = _relations(list(asked) if keys is None else keys, group)
+    v.m.add_assumptions([asked[key] if same else ~asked[key] for key, same in stated])
     status = js.solve(v.m)
     v.m.clear_assumptions()
     return status, js
@@ -174,13 +184,7 @@ def _holds(v: ScheduleModel, asked: dict[tuple[str, str], cp_model.IntVar], grou
     sufficient assumptions wrongly (google/or-tools#5141); on held-out random-handoff-17159 (h100, 23 ops) at II
     2025 it named one relation (b0_load and b0_mma0 in different groups) that a valid schedule at 2025 meets, and
     the cut refuted 2025 and every II under it (docs/benchmarks_notes.md, session 86)."""
-    if units <= 0:
-        return False
-    js = solver(work, units, 1, linearization=2)
-    v.m.add_assumptions([asked[k] if group[k[0]] == group[k[1]] else ~asked[k] for k in core])
-    status = js.solve(v.m)
-    v.m.clear_assumptions()
-    return status == cp_model.INFEASIBLE
+    return _under_assumptions(v, asked, group, work, units, core)[0] == cp_model.INFEASIBLE
 
 
 def _deletion_core(problem: Problem, options: SolveOptions, ii: int, group: dict[str, int], work: Work,
@@ -190,10 +194,11 @@ def _deletion_core(problem: Problem, options: SolveOptions, ii: int, group: dict
     ``SUBSET_UNITS`` (an undecided one keeps the ops, so the set stays a core, only a larger one). Why: where CP-SAT's
     core does not refute alone, the grouping itself was the cut, which excludes one partition of a space that grows
     as the Bell numbers; on random-handoff-16524 at II 1843 every core but one failed that check, and the loop
-    refuted 98 groupings one by one in 27.9 units, with these cores 22 in 12.9 (docs/benchmarks_notes.md, session
-    87). Sound: the ops and the edges dropped only take constraints away (units, registers, warps, memories and
-    in-order issue are sums and orders over the ops kept), so a schedule of the whole body under a grouping that
-    keeps these ops' relations restricts to a schedule of the subproblem, which is refuted."""
+    refuted 98 groupings one by one in 27.9 units, with these cores in 7.7 (12.9 at 0.1 units a subset;
+    docs/benchmarks_notes.md, session 87). Sound: the ops and the edges dropped only take constraints away (units,
+    registers, warps, memories and in-order issue are sums and orders over the ops kept), so a schedule of the whole
+    body under a grouping that keeps these ops' relations restricts to a schedule of the subproblem, which is
+    refuted."""
     kept = [op.name for op in problem.ops]
     drops = [{n for n in kept if group[n] == g} for g in sorted(set(group.values()))]
     drops += [{n} for n in kept]

@@ -551,6 +551,7 @@ def test_first_window_leaves_the_descent_its_reserve(monkeypatch):
     monkeypatch.setattr(search, "_probe_above", lambda ctx, floor, hi, cap: None)
     monkeypatch.setattr(search, "_staged", lambda ctx, lb, cap: None)  # a staged descent that finds nothing at once
     monkeypatch.setattr(search, "_improve_small", lambda ctx, floor, best: None)  # no neighbourhoods from the stub
+    monkeypatch.setattr(search, "_groupings_bisected", lambda ctx, floor, cap: None)  # nor Benders over the gap
     ctx = _context(problem("fa_fwd", "h100"), units=30.0)
     ctx.upper = object()  # a first schedule in hand: the descent will run (a 15-op body: no improvement phase)
     search._search_ii(ctx, 2048, 4000)

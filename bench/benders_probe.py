@@ -38,7 +38,6 @@ from twill.options import SolveOptions  # noqa: E402
 from twill.problem import Problem, build_problem  # noqa: E402
 from twill.solver import groupings  # noqa: E402
 from twill.solver.groupings import decide_by_groupings, pair_literals  # noqa: E402
-from twill.solver.hints import first_use_labels  # noqa: E402
 from twill.solver.model import build_model  # noqa: E402
 from twill.solver.run import Work, solver  # noqa: E402
 from twill.solver.structure import build_structure  # noqa: E402
@@ -55,12 +54,11 @@ def case_problem(case_id: str) -> Problem:
 
 
 def joint(p: Problem, groups: dict[str, int], ii: int, units: float) -> tuple[str, float]:
-    """The joint model at ``ii`` with ``groups`` pinned, one worker at LP level 2: (verdict, units)."""
-    order = first_use_labels(p, groups)  # the model labels groups in order of first use: pins must follow it
-    pins = tuple(sorted((n, order[g]) for n, g in groups.items()))
-    v = build_model(p, SolveOptions(workers=1, fixed_groups=pins), ii, ii)
+    """The joint model at ``ii`` built with ``groups`` fixed (the search's ``groupings._fixed_grouping_status``), one
+    worker at LP level 2: (verdict, units)."""
     w = Work.starting_now(3600, units)
-    return VERDICT.get(solver(w, units, 1, linearization=2).solve(v.m), "undecided"), w.spent
+    return VERDICT.get(groupings._fixed_grouping_status(p, SolveOptions(workers=1), ii, groups, w, units),
+                       "undecided"), w.spent
 
 
 def minimal_core(p: Problem, groups: dict[str, int], ii: int, units: float) -> tuple[list[list[str]], float]:

@@ -896,9 +896,9 @@ def _bisect_probe(ctx: Context, ii: int, budget: Budget, until: float, cold: boo
                 return
             yield start, units, 0, lp
 
-    benders = cold and groupings_apply(ctx)
+    benders, units = cold and groupings_apply(ctx), min(budget.at_least, GROUPINGS_PROBE)
     if benders and ctx.groupings is True:
-        status, found = _groupings_probe(ctx, ii, min(budget.at_least, GROUPINGS_PROBE), until)
+        status, found = _groupings_probe(ctx, ii, units, until)
         if status != cp_model.UNKNOWN:
             return status, found
     status, found = _solve_in_turn(ctx, build_model(ctx.problem, ctx.options, ii, ii), ii, steps())
@@ -906,8 +906,7 @@ def _bisect_probe(ctx: Context, ii: int, budget: Budget, until: float, cold: boo
         # its own units past the probe's mark: the joint solve spent the probe's budget, and capped by ``until`` the
         # loop had no work left and never ran (two-tile FA h100 d64 at 1107: undecided after the joint model's 7.4
         # units, refuted by the loop in 0.12; docs/benchmarks_notes.md, session 79)
-        own = ctx.work.until(min(budget.at_least, GROUPINGS_PROBE))
-        status, found = _groupings_probe(ctx, ii, min(budget.at_least, GROUPINGS_PROBE), max(until, own))
+        status, found = _groupings_probe(ctx, ii, units, max(until, ctx.work.until(units)))
         ctx.groupings = status != cp_model.UNKNOWN
     return status, found
 
